@@ -1,0 +1,177 @@
+// Helpers shared by the scheduler test programs (sched_*.c).
+//
+// Conventions: see common.h. Everything printed here is deterministic and
+// independent of addresses and timings.
+#pragma once
+
+#include "common.h"
+#include "test_backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define SU_UNUSED __attribute__((unused))
+#else
+#define SU_UNUSED
+#endif
+
+// Create a test backend.
+static SU_UNUSED wsp_ggml_backend_t su_test_backend(const char * name, size_t alignment,
+                                                    bool cpy_from, bool cpy_to, bool hooks) {
+    struct test_backend_options o;
+    memset(&o, 0, sizeof(o));
+    o.name = name;
+    o.alignment = alignment;
+    o.has_cpy_tensor_from = cpy_from;
+    o.has_cpy_tensor_to = cpy_to;
+    o.has_buffer_hooks = hooks;
+    o.rejected_ops = NULL;
+    o.n_rejected_ops = 0;
+    wsp_ggml_backend_t b = test_backend_new(&o);
+    CHECK(b != NULL);
+    return b;
+}
+
+// A place for pre-allocated tensors (weights, inputs, caches): one backend
+// buffer plus a tensor allocator on it.
+struct su_store {
+    wsp_ggml_backend_t backend;
+    wsp_ggml_backend_buffer_t buffer;
+    wsp_ggml_allocr_t alloc;
+};
+
+static SU_UNUSED void su_store_init(struct su_store * s, wsp_ggml_backend_t backend, size_t size) {
+    s->backend = backend;
+    s->buffer = wsp_ggml_backend_alloc_buffer(backend, size);
+    CHECK(s->buffer != NULL);
+    s->alloc = wsp_ggml_allocr_new_from_buffer(s->buffer);
+    CHECK(s->alloc != NULL);
+}
+
+static SU_UNUSED void su_store_free(struct su_store * s) {
+    if (s->alloc != NULL) {
+        wsp_ggml_allocr_free(s->alloc);
+    }
+    if (s->buffer != NULL) {
+        wsp_ggml_backend_buffer_free(s->buffer);
+    }
+    s->alloc = NULL;
+    s->buffer = NULL;
+}
+
+// Fill a tensor that already has memory (any backend) with deterministic data.
+static SU_UNUSED void su_fill(struct wsp_ggml_tensor * t, struct lcg * r, float scale) {
+    int64_t n = wsp_ggml_nelements(t);
+    float * f = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    CHECK(f != NULL);
+    lcg_fill_f32(r, f, (size_t)n, scale);
+    if (t->type == WSP_GGML_TYPE_F32) {
+        wsp_ggml_backend_tensor_set(t, f, 0, wsp_ggml_nbytes(t));
+    } else if (t->type == WSP_GGML_TYPE_F16) {
+        wsp_ggml_fp16_t * h = (wsp_ggml_fp16_t *)malloc(sizeof(wsp_ggml_fp16_t) * (size_t)(n > 0 ? n : 1));
+        CHECK(h != NULL);
+        wsp_ggml_fp32_to_fp16_row(f, h, (int)n);
+        wsp_ggml_backend_tensor_set(t, h, 0, wsp_ggml_nbytes(t));
+        free(h);
+    } else {
+        CHECK(!"su_fill: unsupported type");
+    }
+    free(f);
+}
+
+// Allocate a tensor in a store and fill it.
+static SU_UNUSED void su_store_put(struct su_store * s, struct wsp_ggml_tensor * t, struct lcg * r, float scale) {
+    wsp_ggml_allocr_alloc(s->alloc, t);
+    CHECK(t->data != NULL && t->buffer != NULL);
+    su_fill(t, r, scale);
+}
+
+// Fill a host (ggml-context allocated) tensor; same values as su_fill for the same lcg state.
+static SU_UNUSED void su_fill_host(struct wsp_ggml_tensor * t, struct lcg * r, float scale) {
+    int64_t n = wsp_ggml_nelements(t);
+    CHECK(t->data != NULL);
+    if (t->type == WSP_GGML_TYPE_F32) {
+        lcg_fill_f32(r, (float *)t->data, (size_t)n, scale);
+    } else {
+        CHECK(!"su_fill_host: unsupported type");
+    }
+}
+
+// A no_alloc context for building scheduler graphs.
+static SU_UNUSED struct wsp_ggml_context * su_graph_ctx(size_t n_tensors, size_t graph_size) {
+    struct wsp_ggml_init_params p = {
+        /*.mem_size   =*/ n_tensors * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(graph_size, false) + 1024,
+        /*.mem_buffer =*/ NULL,
+        /*.no_alloc   =*/ true,
+    };
+    struct wsp_ggml_context * ctx = wsp_ggml_init(p);
+    CHECK(ctx != NULL);
+    return ctx;
+}
+
+// A context that allocates tensor data itself (for the plain-ggml ground truth).
+static SU_UNUSED struct wsp_ggml_context * su_host_ctx(size_t mem_size) {
+    struct wsp_ggml_init_params p = {
+        /*.mem_size   =*/ mem_size,
+        /*.mem_buffer =*/ NULL,
+        /*.no_alloc   =*/ false,
+    };
+    struct wsp_ggml_context * ctx = wsp_ggml_init(p);
+    CHECK(ctx != NULL);
+    return ctx;
+}
+
+// Ground truth: compute a graph built in a su_host_ctx with ggml.c directly
+// (no ggml-backend involved). Weights living in test-backend buffers are host
+// memory, so they can be read directly.
+static SU_UNUSED void su_ref_compute(struct wsp_ggml_cgraph * g, int n_threads) {
+    struct wsp_ggml_cplan cp = wsp_ggml_graph_plan(g, n_threads);
+    void * work = NULL;
+    if (cp.work_size > 0) {
+        work = malloc(cp.work_size);
+        CHECK(work != NULL);
+    }
+    cp.work_data = (uint8_t *)work;
+    CHECK(wsp_ggml_graph_compute(g, &cp) == 0);
+    free(work);
+}
+
+// Read a contiguous tensor (any backend) into a new malloc'd block.
+static SU_UNUSED void * su_read(const struct wsp_ggml_tensor * t) {
+    size_t n = wsp_ggml_nbytes(t);
+    void * d = malloc(n > 0 ? n : 1);
+    CHECK(d != NULL);
+    wsp_ggml_backend_tensor_get(t, d, 0, n);
+    return d;
+}
+
+// Bit-exact comparison of a scheduler output with a host ground-truth tensor.
+static SU_UNUSED bool su_same(const struct wsp_ggml_tensor * t, const struct wsp_ggml_tensor * ref) {
+    if (t->type != ref->type) {
+        return false;
+    }
+    for (int i = 0; i < WSP_GGML_MAX_DIMS; i++) {
+        if (t->ne[i] != ref->ne[i]) {
+            return false;
+        }
+    }
+    CHECK(wsp_ggml_is_contiguous(t) && wsp_ggml_is_contiguous(ref));
+    void * d = su_read(t);
+    bool same = memcmp(d, ref->data, wsp_ggml_nbytes(t)) == 0;
+    free(d);
+    return same;
+}
+
+static SU_UNUSED const char * su_backend_of(const struct wsp_ggml_tensor * t) {
+    wsp_ggml_backend_t b = wsp_ggml_get_backend(t);
+    return b == NULL ? "NULL" : wsp_ggml_backend_name(b);
+}
+
+// "~le" line with the size of the scheduler's compute buffer for a backend.
+static SU_UNUSED void su_print_sched_buffer(const char * label, wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t b) {
+    wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_sched_get_buffer(sched, b);
+    CHECK(buf != NULL);
+    printf("~le %s sched_buffer_size %s %zu\n", label, wsp_ggml_backend_name(b), wsp_ggml_backend_buffer_get_size(buf));
+}

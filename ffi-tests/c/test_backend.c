@@ -1,0 +1,380 @@
+// A test backend written in C against ggml-backend-impl.h (see test_backend.h).
+//
+// Notes on compatibility between the original ggml-backend.c and the Rust
+// replacement:
+//   - the original calls cpy_tensor_from / cpy_tensor_to with backend->context
+//     as the first argument, the replacement passes the backend itself, so
+//     those two functions never look at their first argument; they find their
+//     own backend through the tensors' buffers instead.
+//   - buffers hold a reference to the backend context (refcounted), so the
+//     backend and its buffers can be freed in any order.
+#include "test_backend.h"
+
+#include "ggml.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TB_CHECK(cond)                                                                        \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fflush(stdout);                                                                   \
+            fprintf(stderr, "%s:%d: test backend check failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                          \
+        }                                                                                     \
+    } while (0)
+
+struct tb_context {
+    char * name;
+    size_t alignment;
+    bool has_cpy_tensor_from;
+    bool has_cpy_tensor_to;
+    bool has_buffer_hooks;
+    int * rejected_ops;
+    int n_rejected_ops;
+    struct test_backend_stats stats;
+    int refs; // the backend itself + each live buffer
+};
+
+struct tb_buffer {
+    struct tb_context * owner;
+    void * mem;   // malloc'd block
+    char * base;  // aligned start inside mem
+    size_t size;  // usable bytes from base
+};
+
+struct tb_plan {
+    struct wsp_ggml_cplan cplan;
+    struct wsp_ggml_cgraph graph;
+};
+
+static long g_live_buffers = 0;
+
+static void tb_ctx_unref(struct tb_context * ctx) {
+    TB_CHECK(ctx->refs > 0);
+    ctx->refs--;
+    if (ctx->refs == 0) {
+        free(ctx->name);
+        free(ctx->rejected_ops);
+        free(ctx);
+    }
+}
+
+static const char * tb_get_name(wsp_ggml_backend_t backend);
+
+static struct tb_context * tb_ctx(wsp_ggml_backend_t backend) {
+    TB_CHECK(backend != NULL);
+    TB_CHECK(backend->iface.get_name == tb_get_name);
+    return (struct tb_context *)backend->context;
+}
+
+static struct tb_buffer * tb_buf(wsp_ggml_backend_buffer_t buffer) {
+    TB_CHECK(buffer != NULL && buffer->context != NULL);
+    return (struct tb_buffer *)buffer->context;
+}
+
+// the tensor's bytes [data+offset, data+offset+size) must lie inside one of our buffers
+static void tb_check_range(const struct wsp_ggml_tensor * tensor, size_t offset, size_t size) {
+    TB_CHECK(tensor->data != NULL && "tensor not allocated");
+    TB_CHECK(offset <= wsp_ggml_nbytes(tensor) && size <= wsp_ggml_nbytes(tensor) - offset && "tensor access out of bounds");
+    TB_CHECK(tensor->buffer != NULL);
+    struct tb_buffer * b = tb_buf(tensor->buffer);
+    const char * p = (const char *)tensor->data + offset;
+    TB_CHECK(p >= b->base && (size_t)(p - b->base) <= b->size && size <= b->size - (size_t)(p - b->base)
+             && "access outside of the test backend buffer");
+}
+
+// --- buffer interface ---------------------------------------------------------
+
+static void tb_buffer_free_buffer(wsp_ggml_backend_buffer_t buffer) {
+    struct tb_buffer * b = tb_buf(buffer);
+    b->owner->stats.calls[TB_BUF_FREE_BUFFER]++;
+    free(b->mem);
+    tb_ctx_unref(b->owner);
+    free(b);
+    buffer->context = NULL;
+    g_live_buffers--;
+}
+
+static void * tb_buffer_get_base(wsp_ggml_backend_buffer_t buffer) {
+    struct tb_buffer * b = tb_buf(buffer);
+    b->owner->stats.calls[TB_BUF_GET_BASE]++;
+    return b->base;
+}
+
+static size_t tb_buffer_get_alloc_size(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor * tensor) {
+    struct tb_buffer * b = tb_buf(buffer);
+    b->owner->stats.calls[TB_BUF_GET_ALLOC_SIZE]++;
+    size_t n = wsp_ggml_nbytes(tensor);
+    return (n + 31) & ~(size_t)31;
+}
+
+static void tb_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor * tensor) {
+    struct tb_buffer * b = tb_buf(buffer);
+    b->owner->stats.calls[TB_BUF_INIT_TENSOR]++;
+    TB_CHECK(tensor != NULL);
+}
+
+static void tb_buffer_free_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor * tensor) {
+    struct tb_buffer * b = tb_buf(buffer);
+    b->owner->stats.calls[TB_BUF_FREE_TENSOR]++;
+    TB_CHECK(tensor != NULL);
+}
+
+// --- backend interface --------------------------------------------------------
+
+static const char * tb_get_name(wsp_ggml_backend_t backend) {
+    struct tb_context * ctx = (struct tb_context *)backend->context;
+    ctx->stats.calls[TB_GET_NAME]++;
+    return ctx->name;
+}
+
+static void tb_free(wsp_ggml_backend_t backend) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_FREE]++;
+    tb_ctx_unref(ctx);
+    free(backend);
+}
+
+static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, size_t size) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_ALLOC_BUFFER]++;
+
+    struct tb_buffer * b = (struct tb_buffer *)malloc(sizeof(*b));
+    TB_CHECK(b != NULL);
+    b->owner = ctx;
+    b->mem = malloc(size + ctx->alignment);
+    TB_CHECK(b->mem != NULL);
+    uintptr_t p = (uintptr_t)b->mem;
+    p = (p + ctx->alignment - 1) & ~(uintptr_t)(ctx->alignment - 1);
+    b->base = (char *)p;
+    b->size = size;
+    // deterministic content for never-written bytes
+    memset(b->mem, 0xA5, size + ctx->alignment);
+    ctx->refs++;
+    g_live_buffers++;
+
+    struct wsp_ggml_backend_buffer_i iface = {
+        /* .free_buffer    = */ tb_buffer_free_buffer,
+        /* .get_base       = */ tb_buffer_get_base,
+        /* .get_alloc_size = */ ctx->has_buffer_hooks ? tb_buffer_get_alloc_size : NULL,
+        /* .init_tensor    = */ ctx->has_buffer_hooks ? tb_buffer_init_tensor : NULL,
+        /* .free_tensor    = */ ctx->has_buffer_hooks ? tb_buffer_free_tensor : NULL,
+    };
+    return wsp_ggml_backend_buffer_init(backend, iface, b, size);
+}
+
+static size_t tb_get_alignment(wsp_ggml_backend_t backend) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GET_ALIGNMENT]++;
+    return ctx->alignment;
+}
+
+static void tb_set_tensor_async(wsp_ggml_backend_t backend, struct wsp_ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_SET_TENSOR_ASYNC]++;
+    TB_CHECK(tensor->buffer->backend == backend);
+    tb_check_range(tensor, offset, size);
+    if (size > 0) {
+        memcpy((char *)tensor->data + offset, data, size);
+    }
+    ctx->stats.bytes_set += (long)size;
+}
+
+static void tb_get_tensor_async(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * tensor, void * data, size_t offset, size_t size) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GET_TENSOR_ASYNC]++;
+    TB_CHECK(tensor->buffer->backend == backend);
+    tb_check_range(tensor, offset, size);
+    if (size > 0) {
+        memcpy(data, (const char *)tensor->data + offset, size);
+    }
+    ctx->stats.bytes_get += (long)size;
+}
+
+static void tb_synchronize(wsp_ggml_backend_t backend) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_SYNCHRONIZE]++;
+}
+
+// First argument deliberately unused (see the note at the top of this file).
+static void tb_cpy_tensor_from(wsp_ggml_backend_t unused, struct wsp_ggml_tensor * src, struct wsp_ggml_tensor * dst) {
+    (void)unused;
+    TB_CHECK(dst->buffer != NULL);
+    struct tb_context * ctx = tb_ctx(dst->buffer->backend);
+    TB_CHECK(ctx->has_cpy_tensor_from);
+    ctx->stats.calls[TB_CPY_TENSOR_FROM]++;
+    size_t nbytes = wsp_ggml_nbytes(src);
+    tb_check_range(dst, 0, nbytes);
+    wsp_ggml_backend_tensor_get(src, dst->data, 0, nbytes);
+}
+
+static void tb_cpy_tensor_to(wsp_ggml_backend_t unused, struct wsp_ggml_tensor * src, struct wsp_ggml_tensor * dst) {
+    (void)unused;
+    TB_CHECK(src->buffer != NULL);
+    struct tb_context * ctx = tb_ctx(src->buffer->backend);
+    TB_CHECK(ctx->has_cpy_tensor_to);
+    ctx->stats.calls[TB_CPY_TENSOR_TO]++;
+    size_t nbytes = wsp_ggml_nbytes(src);
+    tb_check_range(src, 0, nbytes);
+    wsp_ggml_backend_tensor_set(dst, src->data, 0, nbytes);
+}
+
+static wsp_ggml_backend_graph_plan_t tb_graph_plan_create(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GRAPH_PLAN_CREATE]++;
+    struct tb_plan * plan = (struct tb_plan *)malloc(sizeof(*plan));
+    TB_CHECK(plan != NULL);
+    plan->graph = *cgraph;
+    plan->cplan = wsp_ggml_graph_plan(cgraph, 1);
+    plan->cplan.work_data = NULL;
+    if (plan->cplan.work_size > 0) {
+        plan->cplan.work_data = (uint8_t *)malloc(plan->cplan.work_size);
+        TB_CHECK(plan->cplan.work_data != NULL);
+    }
+    return plan;
+}
+
+static void tb_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GRAPH_PLAN_FREE]++;
+    struct tb_plan * p = (struct tb_plan *)plan;
+    TB_CHECK(p != NULL);
+    free(p->cplan.work_data);
+    free(p);
+}
+
+static void tb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GRAPH_PLAN_COMPUTE]++;
+    struct tb_plan * p = (struct tb_plan *)plan;
+    TB_CHECK(p != NULL);
+    wsp_ggml_graph_compute(&p->graph, &p->cplan);
+    ctx->stats.nodes_computed += p->graph.n_nodes;
+}
+
+static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_GRAPH_COMPUTE]++;
+    struct wsp_ggml_cplan cplan = wsp_ggml_graph_plan(cgraph, 1);
+    cplan.work_data = NULL;
+    if (cplan.work_size > 0) {
+        cplan.work_data = (uint8_t *)malloc(cplan.work_size);
+        TB_CHECK(cplan.work_data != NULL);
+    }
+    wsp_ggml_graph_compute(cgraph, &cplan);
+    free(cplan.work_data);
+    ctx->stats.nodes_computed += cgraph->n_nodes;
+}
+
+static bool tb_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * op) {
+    struct tb_context * ctx = tb_ctx(backend);
+    ctx->stats.calls[TB_SUPPORTS_OP]++;
+    for (int i = 0; i < ctx->n_rejected_ops; i++) {
+        if ((int)op->op == ctx->rejected_ops[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// --- public functions ---------------------------------------------------------
+
+wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts) {
+    TB_CHECK(opts != NULL && opts->name != NULL);
+    TB_CHECK(opts->alignment >= 8 && (opts->alignment & (opts->alignment - 1)) == 0);
+
+    struct tb_context * ctx = (struct tb_context *)calloc(1, sizeof(*ctx));
+    TB_CHECK(ctx != NULL);
+    size_t len = strlen(opts->name);
+    ctx->name = (char *)malloc(len + 1);
+    TB_CHECK(ctx->name != NULL);
+    memcpy(ctx->name, opts->name, len + 1);
+    ctx->alignment = opts->alignment;
+    ctx->has_cpy_tensor_from = opts->has_cpy_tensor_from;
+    ctx->has_cpy_tensor_to = opts->has_cpy_tensor_to;
+    ctx->has_buffer_hooks = opts->has_buffer_hooks;
+
+    int n = 0;
+    if (opts->rejected_ops != NULL) {
+        while ((opts->n_rejected_ops <= 0 || n < opts->n_rejected_ops) && opts->rejected_ops[n] != -1) {
+            n++;
+        }
+    }
+    ctx->n_rejected_ops = n;
+    ctx->rejected_ops = (int *)malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    TB_CHECK(ctx->rejected_ops != NULL);
+    for (int i = 0; i < n; i++) {
+        ctx->rejected_ops[i] = opts->rejected_ops[i];
+    }
+    ctx->refs = 1;
+
+    struct wsp_ggml_backend_i iface = {
+        /* .get_name           = */ tb_get_name,
+        /* .free               = */ tb_free,
+        /* .alloc_buffer       = */ tb_alloc_buffer,
+        /* .get_alignment      = */ tb_get_alignment,
+        /* .set_tensor_async   = */ tb_set_tensor_async,
+        /* .get_tensor_async   = */ tb_get_tensor_async,
+        /* .synchronize        = */ tb_synchronize,
+        /* .cpy_tensor_from    = */ opts->has_cpy_tensor_from ? tb_cpy_tensor_from : NULL,
+        /* .cpy_tensor_to      = */ opts->has_cpy_tensor_to ? tb_cpy_tensor_to : NULL,
+        /* .graph_plan_create  = */ tb_graph_plan_create,
+        /* .graph_plan_free    = */ tb_graph_plan_free,
+        /* .graph_plan_compute = */ tb_graph_plan_compute,
+        /* .graph_compute      = */ tb_graph_compute,
+        /* .supports_op        = */ tb_supports_op,
+    };
+
+    wsp_ggml_backend_t backend = (wsp_ggml_backend_t)malloc(sizeof(struct wsp_ggml_backend));
+    TB_CHECK(backend != NULL);
+    backend->iface = iface;
+    backend->context = ctx;
+    return backend;
+}
+
+bool test_backend_is(wsp_ggml_backend_t backend) {
+    return backend != NULL && backend->iface.get_name == tb_get_name;
+}
+
+struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend) {
+    return &tb_ctx(backend)->stats;
+}
+
+long test_backend_live_buffers(void) {
+    return g_live_buffers;
+}
+
+void test_backend_print_stats(wsp_ggml_backend_t backend) {
+    struct tb_context * ctx = tb_ctx(backend);
+    // snapshot first: nothing below must change the counters
+    struct test_backend_stats s = ctx->stats;
+    const char * n = ctx->name;
+
+    // exact
+    printf("stat %s graph_compute %ld\n",          n, s.calls[TB_GRAPH_COMPUTE]);
+    printf("stat %s graph_plan_create %ld\n",      n, s.calls[TB_GRAPH_PLAN_CREATE]);
+    printf("stat %s graph_plan_compute %ld\n",     n, s.calls[TB_GRAPH_PLAN_COMPUTE]);
+    printf("stat %s graph_plan_free %ld\n",        n, s.calls[TB_GRAPH_PLAN_FREE]);
+    printf("stat %s alloc_buffer %ld\n",           n, s.calls[TB_ALLOC_BUFFER]);
+    printf("stat %s free_buffer %ld\n",            n, s.calls[TB_BUF_FREE_BUFFER]);
+    printf("stat %s nodes_computed %ld\n",         n, s.nodes_computed);
+    printf("stat %s buf_get_alloc_size %ld\n",     n, s.calls[TB_BUF_GET_ALLOC_SIZE]);
+    printf("stat %s buf_init_tensor %ld\n",        n, s.calls[TB_BUF_INIT_TENSOR]);
+    printf("stat %s buf_free_tensor %ld\n",        n, s.calls[TB_BUF_FREE_TENSOR]);
+    // ours may be lower
+    printf("~le %s set_tensor_async %ld\n",        n, s.calls[TB_SET_TENSOR_ASYNC]);
+    printf("~le %s get_tensor_async %ld\n",        n, s.calls[TB_GET_TENSOR_ASYNC]);
+    printf("~le %s synchronize %ld\n",             n, s.calls[TB_SYNCHRONIZE]);
+    printf("~le %s cpy_tensor_from %ld\n",         n, s.calls[TB_CPY_TENSOR_FROM]);
+    printf("~le %s cpy_tensor_to %ld\n",           n, s.calls[TB_CPY_TENSOR_TO]);
+    printf("~le %s bytes_set %ld\n",               n, s.bytes_set);
+    printf("~le %s bytes_get %ld\n",               n, s.bytes_get);
+    // informational
+    printf("~ %s get_name %ld\n",                  n, s.calls[TB_GET_NAME]);
+    printf("~ %s get_alignment %ld\n",             n, s.calls[TB_GET_ALIGNMENT]);
+    printf("~ %s supports_op %ld\n",               n, s.calls[TB_SUPPORTS_OP]);
+    printf("~ %s get_base %ld\n",                  n, s.calls[TB_BUF_GET_BASE]);
+}

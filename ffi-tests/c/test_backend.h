@@ -1,0 +1,69 @@
+// A backend written in C against ggml-backend-impl.h, used by the differential
+// tests. It owns its memory (malloc), has its own name, counts every iface
+// call, and can be built without cpy_tensor_from / cpy_tensor_to or with a
+// supports_op that rejects some ops. It computes with ggml.c's CPU kernels on
+// its own host memory, so results are comparable bit for bit.
+#pragma once
+
+#include "ggml-backend-impl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum test_backend_call {
+    TB_GET_NAME, TB_FREE, TB_ALLOC_BUFFER, TB_GET_ALIGNMENT,
+    TB_SET_TENSOR_ASYNC, TB_GET_TENSOR_ASYNC, TB_SYNCHRONIZE,
+    TB_CPY_TENSOR_FROM, TB_CPY_TENSOR_TO,
+    TB_GRAPH_PLAN_CREATE, TB_GRAPH_PLAN_FREE, TB_GRAPH_PLAN_COMPUTE,
+    TB_GRAPH_COMPUTE, TB_SUPPORTS_OP,
+    // buffer iface calls
+    TB_BUF_FREE_BUFFER, TB_BUF_GET_BASE, TB_BUF_GET_ALLOC_SIZE, TB_BUF_INIT_TENSOR, TB_BUF_FREE_TENSOR,
+    TB_N_CALLS
+};
+
+struct test_backend_options {
+    const char * name;        // e.g. "TEST0"; copied
+    size_t alignment;         // buffer alignment reported by get_alignment (power of two, >= 8)
+    bool has_cpy_tensor_from; // fill the cpy_tensor_from slot
+    bool has_cpy_tensor_to;   // fill the cpy_tensor_to slot
+    bool has_buffer_hooks;    // fill get_alloc_size / init_tensor / free_tensor in its buffers
+    // ops (enum wsp_ggml_op values) that supports_op rejects; terminated by -1 or n_rejected_ops
+    const int * rejected_ops;
+    int n_rejected_ops;
+};
+
+struct test_backend_stats {
+    long calls[TB_N_CALLS];
+    long bytes_set;           // bytes written by set_tensor_async
+    long bytes_get;           // bytes read by get_tensor_async
+    long nodes_computed;      // sum of n_nodes over graph_compute / plan_compute
+};
+
+// Create a test backend. Free it with wsp_ggml_backend_free.
+wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts);
+
+bool test_backend_is(wsp_ggml_backend_t backend);
+
+// Counters of this backend (live pointer, valid until the backend is freed).
+struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend);
+
+// Print all counters, one per line:
+//   "stat <name> <counter> <n>"  exact: graph_compute, graph_plan_create, graph_plan_compute,
+//                                graph_plan_free, alloc_buffer, free_buffer, nodes_computed,
+//                                buf_get_alloc_size, buf_init_tensor, buf_free_tensor
+//   "~le <name> <counter> <n>"   ours may be lower: set_tensor_async, get_tensor_async,
+//                                synchronize, cpy_tensor_from, cpy_tensor_to, bytes_set, bytes_get
+//   "~ <name> <counter> <n>"     informational: get_name, get_alignment, supports_op, get_base
+// Programs where cpy_tensor_from / cpy_tensor_to are exact print them separately as "stat" lines.
+void test_backend_print_stats(wsp_ggml_backend_t backend);
+
+// Number of test-backend buffers currently alive (allocated and not freed), all backends.
+long test_backend_live_buffers(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,159 @@
+//! Backend buffers: a block of memory owned by a backend, reached only through
+//! its `iface` so that buffers made by C backends (Metal, test backends) work.
+
+#![allow(non_camel_case_types)]
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use crate::backend::{wsp_ggml_backend, wsp_ggml_backend_t, BackendRef};
+use crate::fatal::{check, fatal};
+use crate::ggml::{wsp_ggml_tensor, TensorRef};
+
+pub type wsp_ggml_backend_buffer_t = *mut wsp_ggml_backend_buffer;
+pub type wsp_ggml_backend_buffer_context_t = *mut c_void;
+
+/// `struct wsp_ggml_backend_buffer_i`: the buffer's function table.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wsp_ggml_backend_buffer_i {
+    pub free_buffer: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t)>,
+    /// get base pointer
+    pub get_base: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void>,
+    /// pre-allocation callback
+    pub get_alloc_size:
+        Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize>,
+    /// post-allocation callback
+    pub init_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
+    /// pre-free callback
+    pub free_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
+}
+
+/// `struct wsp_ggml_backend_buffer`. `ggml-alloc.c` reads `backend` directly.
+#[repr(C)]
+pub struct wsp_ggml_backend_buffer {
+    pub iface: wsp_ggml_backend_buffer_i,
+    pub backend: wsp_ggml_backend_t,
+    pub context: wsp_ggml_backend_buffer_context_t,
+    pub size: usize,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<wsp_ggml_backend_buffer_i>() == 40);
+    assert!(size_of::<wsp_ggml_backend_buffer>() == 64);
+    assert!(offset_of!(wsp_ggml_backend_buffer, backend) == 40);
+    assert!(offset_of!(wsp_ggml_backend_buffer, context) == 48);
+    assert!(offset_of!(wsp_ggml_backend_buffer, size) == 56);
+};
+
+/// Create a buffer struct. It is `malloc`ed, as in the original, so that a
+/// buffer struct is released the same way whoever made it.
+pub fn buffer_init(
+    backend: *mut wsp_ggml_backend,
+    iface: wsp_ggml_backend_buffer_i,
+    context: wsp_ggml_backend_buffer_context_t,
+    size: usize,
+) -> BufferRef {
+    check(iface.get_base.is_some(), "wsp_ggml_backend_buffer_init", || {
+        "argument 'iface': get_base must not be NULL".into()
+    });
+    // SAFETY: malloc of the struct's size; checked for NULL before use.
+    let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }
+        .cast::<wsp_ggml_backend_buffer>();
+    let Some(p) = NonNull::new(p) else {
+        fatal("wsp_ggml_backend_buffer_init", "out of memory allocating the buffer struct")
+    };
+    // SAFETY: p is a fresh, suitably aligned allocation of the right size.
+    unsafe { p.as_ptr().write(wsp_ggml_backend_buffer { iface, backend, context, size }) };
+    BufferRef(p)
+}
+
+/// A buffer handed to us by C. Invariant (C API contract): points to a live
+/// `wsp_ggml_backend_buffer` for the duration of the call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BufferRef(NonNull<wsp_ggml_backend_buffer>);
+
+impl BufferRef {
+    pub fn new(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
+        NonNull::new(p).map(BufferRef)
+    }
+    /// Like [`BufferRef::new`] but aborts naming `func` and the argument on NULL.
+    pub fn arg(p: wsp_ggml_backend_buffer_t, func: &str) -> Self {
+        Self::new(p).unwrap_or_else(|| fatal(func, "argument 'buffer' is NULL"))
+    }
+    pub fn as_ptr(self) -> wsp_ggml_backend_buffer_t {
+        self.0.as_ptr()
+    }
+    fn get(&self) -> &wsp_ggml_backend_buffer {
+        // SAFETY: BufferRef invariant.
+        unsafe { self.0.as_ref() }
+    }
+    pub fn iface(self) -> wsp_ggml_backend_buffer_i {
+        self.get().iface
+    }
+    pub fn backend(self) -> Option<BackendRef> {
+        BackendRef::new(self.get().backend)
+    }
+    pub fn size(self) -> usize {
+        self.get().size
+    }
+    pub fn context(self) -> *mut c_void {
+        self.get().context
+    }
+
+    /// Calls `free_buffer` (optional) and releases the struct.
+    pub fn free(self) {
+        if let Some(f) = self.iface().free_buffer {
+            // SAFETY: the buffer's own free callback, called once, on its buffer.
+            unsafe { f(self.as_ptr()) };
+        }
+        // SAFETY: buffer structs are malloc'ed (see buffer_init); freed once here.
+        unsafe { libc::free(self.as_ptr().cast()) };
+    }
+
+    pub fn base(self) -> *mut c_void {
+        let Some(get_base) = self.iface().get_base else {
+            fatal("wsp_ggml_backend_buffer_get_base", "buffer has no get_base in its interface")
+        };
+        // SAFETY: the buffer's own callback on its buffer.
+        let base = unsafe { get_base(self.as_ptr()) };
+        check(!base.is_null(), "wsp_ggml_backend_buffer_get_base", || {
+            "backend buffer base cannot be NULL".into()
+        });
+        base
+    }
+
+    pub fn alignment(self) -> usize {
+        match self.backend() {
+            Some(backend) => backend.alignment(),
+            // A buffer made by `cpu_buffer_from_ptr(NULL, ..)` (as ggml-alloc.c
+            // does) has no backend; it is CPU memory, so it has the CPU alignment.
+            // The original dereferenced NULL here.
+            None if crate::cpu::is_cpu_buffer(self) => crate::cpu::TENSOR_ALIGNMENT,
+            None => fatal("wsp_ggml_backend_buffer_get_alignment", "buffer has no backend"),
+        }
+    }
+
+    pub fn alloc_size(self, tensor: TensorRef) -> usize {
+        match self.iface().get_alloc_size {
+            // SAFETY: the buffer's own callback on its buffer and a live tensor.
+            Some(f) => unsafe { f(self.as_ptr(), tensor.as_ptr()) },
+            None => tensor.nbytes(),
+        }
+    }
+
+    pub fn init_tensor(self, tensor: TensorRef) {
+        if let Some(f) = self.iface().init_tensor {
+            // SAFETY: the buffer's own callback on its buffer and a live tensor.
+            unsafe { f(self.as_ptr(), tensor.as_ptr()) }
+        }
+    }
+
+    pub fn free_tensor(self, tensor: TensorRef) {
+        if let Some(f) = self.iface().free_tensor {
+            // SAFETY: the buffer's own callback on its buffer and a live tensor.
+            unsafe { f(self.as_ptr(), tensor.as_ptr()) }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! Copying a tensor between backends.
+
+use crate::backend::{tensor_backend, tensor_get, tensor_set, BackendRef};
+use crate::fatal::{check, fatal};
+use crate::ggml::TensorRef;
+
+const FUNC: &str = "wsp_ggml_backend_tensor_copy";
+
+/// `wsp_ggml_backend_tensor_copy`. Routes, in order: the destination backend's
+/// `cpy_tensor_from`, the source backend's `cpy_tensor_to`, then get + set
+/// through a host buffer. Unlike the original, the slots receive the backend
+/// itself (as their signature says), not `backend->context`.
+pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
+    check(src.same_layout(dst), FUNC, || {
+        format!("cannot copy tensors with different layouts ('{}' -> '{}')", src.name_lossy(), dst.name_lossy())
+    });
+    if src == dst {
+        return;
+    }
+    let backend_of = |t: TensorRef, arg: &str| -> BackendRef {
+        tensor_backend(t).unwrap_or_else(|| fatal(FUNC, &format!("argument '{arg}' ('{}') has no backend", t.name_lossy())))
+    };
+    let dst_backend = backend_of(dst, "dst");
+    let src_backend = backend_of(src, "src");
+
+    if let Some(from) = dst_backend.iface().cpy_tensor_from {
+        // SAFETY: the destination backend's own callback with live tensors.
+        unsafe { from(dst_backend.as_ptr(), src.as_ptr(), dst.as_ptr()) };
+    } else if let Some(to) = src_backend.iface().cpy_tensor_to {
+        // SAFETY: the source backend's own callback with live tensors.
+        unsafe { to(src_backend.as_ptr(), src.as_ptr(), dst.as_ptr()) };
+    } else {
+        let nbytes = src.nbytes();
+        let mut staging = vec![0u8; nbytes];
+        tensor_get(src, staging.as_mut_ptr().cast(), 0, nbytes);
+        tensor_set(dst, staging.as_ptr().cast(), 0, nbytes);
+    }
+}

@@ -1,0 +1,321 @@
+//! The CPU backend: host memory, computed by ggml.c's `wsp_ggml_graph_compute`.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::ptr::{self, NonNull};
+
+use crate::backend::{tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef};
+use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
+use crate::fatal::{check, fatal, guard};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, TensorRef};
+
+/// Alignment of CPU buffers and of tensors in them (enough for AVX-512).
+pub const TENSOR_ALIGNMENT: usize = 64;
+
+/// A 64-byte aligned host allocation from `posix_memalign`, freed on drop.
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub const fn empty() -> Self {
+        AlignedBuf { ptr: ptr::null_mut(), len: 0 }
+    }
+    /// Allocate `len` bytes (at least 1), aborting with `func` named on failure.
+    pub fn new(len: usize, func: &str) -> Self {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: posix_memalign writes p only on success; alignment is a power
+        // of two multiple of sizeof(void*).
+        let rc = unsafe { libc::posix_memalign(&mut p, TENSOR_ALIGNMENT, len.max(1)) };
+        if rc != 0 || p.is_null() {
+            fatal(func, &format!("failed to allocate {len} bytes of host memory"));
+        }
+        AlignedBuf { ptr: p.cast(), len }
+    }
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Make room for `len` bytes; contents are not preserved (scratch use only).
+    pub fn reserve_scratch(&mut self, len: usize, func: &str) {
+        if len > self.len {
+            *self = AlignedBuf::new(len, func);
+        }
+    }
+    /// Give up ownership; the pointer must later be passed to `libc::free`.
+    pub fn into_raw(self) -> *mut u8 {
+        let p = self.ptr;
+        core::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr came from posix_memalign (or is NULL) and is freed once.
+        unsafe { libc::free(self.ptr.cast()) }
+    }
+}
+
+/// What `backend->context` points to for a CPU backend.
+pub struct CpuContext {
+    pub n_threads: c_int,
+    /// Work buffer reused across `graph_compute` calls.
+    work: AlignedBuf,
+    pub abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
+    pub abort_callback_data: *mut c_void,
+}
+
+/// A graph plan: ggml's cplan, its own work buffer, and a copy of the graph.
+struct CpuPlan {
+    cplan: wsp_ggml_cplan,
+    cgraph: wsp_ggml_cgraph,
+    _work: AlignedBuf,
+}
+
+/// CPU buffers: `context` is the base pointer; `free_buffer` frees it.
+static CPU_BUFFER_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
+    free_buffer: Some(cpu_buffer_free_buffer),
+    get_base: Some(cpu_buffer_get_base),
+    get_alloc_size: None, // defaults to wsp_ggml_nbytes
+    init_tensor: None,
+    free_tensor: None,
+};
+
+/// Buffers over caller memory: nothing to free.
+static CPU_BUFFER_FROM_PTR_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
+    free_buffer: None,
+    get_base: Some(cpu_buffer_get_base),
+    get_alloc_size: None,
+    init_tensor: None,
+    free_tensor: None,
+};
+
+/// One static table, so `is_cpu` can compare the `get_name` pointer.
+static CPU_BACKEND_I: wsp_ggml_backend_i = wsp_ggml_backend_i {
+    get_name: Some(cpu_get_name),
+    free: Some(cpu_free),
+    alloc_buffer: Some(cpu_alloc_buffer),
+    get_alignment: Some(cpu_get_alignment),
+    set_tensor_async: Some(cpu_set_tensor_async),
+    get_tensor_async: Some(cpu_get_tensor_async),
+    synchronize: Some(cpu_synchronize),
+    cpy_tensor_from: Some(cpu_cpy_tensor_from),
+    cpy_tensor_to: Some(cpu_cpy_tensor_to),
+    graph_plan_create: Some(cpu_graph_plan_create),
+    graph_plan_free: Some(cpu_graph_plan_free),
+    graph_plan_compute: Some(cpu_graph_plan_compute),
+    graph_compute: Some(cpu_graph_compute),
+    supports_op: Some(cpu_supports_op),
+};
+
+/// `wsp_ggml_backend_cpu_init`.
+pub fn cpu_init() -> BackendRef {
+    let ctx = Box::new(CpuContext {
+        n_threads: ggml::WSP_GGML_DEFAULT_N_THREADS,
+        work: AlignedBuf::empty(),
+        abort_callback: None,
+        abort_callback_data: ptr::null_mut(),
+    });
+    let backend = Box::new(wsp_ggml_backend { iface: CPU_BACKEND_I, context: Box::into_raw(ctx).cast() });
+    BackendRef::new(Box::into_raw(backend)).expect("Box is never NULL")
+}
+
+pub fn is_cpu(backend: BackendRef) -> bool {
+    backend.iface().get_name.map(|f| f as *const () as usize) == Some(cpu_get_name as *const () as usize)
+}
+
+pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
+    buffer.iface().get_base.map(|f| f as *const () as usize) == Some(cpu_buffer_get_base as *const () as usize)
+}
+
+/// The CPU context of `backend`, aborting (naming `func`) if it is not a CPU backend.
+pub fn cpu_context<'a>(backend: BackendRef, func: &str) -> &'a mut CpuContext {
+    check(is_cpu(backend), func, || format!("backend '{}' is not a CPU backend", backend.name_lossy()));
+    // SAFETY: a CPU backend's context is the Box<CpuContext> made in cpu_init;
+    // the C API contract gives the caller exclusive use of the backend for the call.
+    unsafe { &mut *backend.context().cast::<CpuContext>() }
+}
+
+pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
+    cpu_context(backend, "wsp_ggml_backend_cpu_set_n_threads").n_threads = n_threads;
+}
+
+/// `wsp_ggml_backend_cpu_buffer_from_ptr`: `backend` may be NULL (ggml-alloc.c passes NULL).
+pub fn buffer_from_ptr(backend: wsp_ggml_backend_t, data: *mut c_void, size: usize) -> BufferRef {
+    buffer_init(backend, CPU_BUFFER_FROM_PTR_I, data, size)
+}
+
+fn tensor_arg(t: *const wsp_ggml_tensor, func: &str) -> TensorRef {
+    TensorRef::new(t.cast_mut()).unwrap_or_else(|| fatal(func, "argument 'tensor' is NULL"))
+}
+
+/// Checks shared by set and get: bounds (overflow-safe) and allocation.
+fn check_io(t: TensorRef, data: *const c_void, offset: usize, size: usize, func: &str) {
+    let nbytes = t.nbytes();
+    check(offset.checked_add(size).is_some_and(|end| end <= nbytes), func, || {
+        format!("tensor '{}': offset {offset} + size {size} is out of bounds ({nbytes} bytes)", t.name_lossy())
+    });
+    check(!t.data().is_null(), func, || format!("tensor '{}' is not allocated (data is NULL)", t.name_lossy()));
+    check(!data.is_null(), func, || "argument 'data' is NULL".into());
+}
+
+unsafe extern "C" fn cpu_get_name(_backend: wsp_ggml_backend_t) -> *const c_char {
+    c"CPU".as_ptr()
+}
+
+unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
+    guard("wsp_ggml_backend_free", || {
+        // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
+        // are the Boxes made in cpu_init; each is released once here.
+        unsafe {
+            drop(Box::from_raw((*backend).context.cast::<CpuContext>()));
+            drop(Box::from_raw(backend));
+        }
+    })
+}
+
+unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
+    guard("wsp_ggml_backend_buffer_get_base", || BufferRef::arg(buffer, "wsp_ggml_backend_buffer_get_base").context())
+}
+
+unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
+    guard("wsp_ggml_backend_buffer_free", || {
+        let data = BufferRef::arg(buffer, "wsp_ggml_backend_buffer_free").context();
+        // SAFETY: CPU_BUFFER_I buffers own a posix_memalign allocation (cpu_alloc_buffer).
+        unsafe { libc::free(data) }
+    })
+}
+
+unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
+    guard("wsp_ggml_backend_alloc_buffer", || {
+        // Report (and own) `size + TENSOR_ALIGNMENT` bytes as the original does,
+        // so sizes seen through the API are unchanged; the base is now aligned.
+        let func = "wsp_ggml_backend_alloc_buffer";
+        let total = size.checked_add(TENSOR_ALIGNMENT).unwrap_or_else(|| fatal(func, &format!("size {size} is too large")));
+        let data = AlignedBuf::new(total, func).into_raw();
+        buffer_init(backend, CPU_BUFFER_I, data.cast(), total).as_ptr()
+    })
+}
+
+unsafe extern "C" fn cpu_get_alignment(_backend: wsp_ggml_backend_t) -> usize {
+    TENSOR_ALIGNMENT
+}
+
+unsafe extern "C" fn cpu_set_tensor_async(
+    _backend: wsp_ggml_backend_t,
+    tensor: *mut wsp_ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    let func = "wsp_ggml_backend_tensor_set";
+    guard(func, || {
+        let t = tensor_arg(tensor, func);
+        if size == 0 {
+            return;
+        }
+        check_io(t, data, offset, size, func);
+        // SAFETY: bounds checked against the tensor's size; the caller's `data`
+        // holds `size` bytes (API contract). memmove semantics tolerate overlap.
+        unsafe { ptr::copy(data.cast::<u8>(), t.data().cast::<u8>().add(offset), size) }
+    })
+}
+
+unsafe extern "C" fn cpu_get_tensor_async(
+    _backend: wsp_ggml_backend_t,
+    tensor: *const wsp_ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    let func = "wsp_ggml_backend_tensor_get";
+    guard(func, || {
+        let t = tensor_arg(tensor, func);
+        if size == 0 {
+            return;
+        }
+        check_io(t, data, offset, size, func);
+        // SAFETY: as in cpu_set_tensor_async.
+        unsafe { ptr::copy(t.data().cast::<u8>().add(offset), data.cast::<u8>(), size) }
+    })
+}
+
+unsafe extern "C" fn cpu_synchronize(_backend: wsp_ggml_backend_t) {}
+
+unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
+    let func = "wsp_ggml_backend_tensor_copy";
+    guard(func, || {
+        let (src, dst) = (tensor_arg(src, func), tensor_arg(dst, func));
+        tensor_get(src, dst.data(), 0, src.nbytes());
+    })
+}
+
+unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
+    let func = "wsp_ggml_backend_tensor_copy";
+    guard(func, || {
+        let (src, dst) = (tensor_arg(src, func), tensor_arg(dst, func));
+        tensor_set(dst, src.data(), 0, src.nbytes());
+    })
+}
+
+fn plan_for(ctx: &CpuContext, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_cplan {
+    // SAFETY: ggml computes the plan from the caller's graph, which is valid (API contract).
+    let mut cplan = unsafe { ggml::wsp_ggml_graph_plan(cgraph, ctx.n_threads) };
+    cplan.abort_callback = ctx.abort_callback;
+    cplan.abort_callback_data = ctx.abort_callback_data;
+    cplan
+}
+
+unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
+    let func = "wsp_ggml_backend_graph_plan_create";
+    guard(func, || {
+        let ctx = cpu_context(BackendRef::arg(backend, func, "backend"), func);
+        let graph = ggml::GraphRef::new(cgraph).unwrap_or_else(|| fatal(func, "argument 'cgraph' is NULL"));
+        let mut cplan = plan_for(ctx, graph.as_ptr());
+        let work = if cplan.work_size > 0 { AlignedBuf::new(cplan.work_size, func) } else { AlignedBuf::empty() };
+        cplan.work_data = work.as_ptr();
+        // SAFETY: GraphRef is valid; the plan keeps a by-value copy like the original.
+        let cgraph = unsafe { *graph.as_ptr() };
+        Box::into_raw(Box::new(CpuPlan { cplan, cgraph, _work: work })).cast()
+    })
+}
+
+unsafe extern "C" fn cpu_graph_plan_free(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
+    guard("wsp_ggml_backend_graph_plan_free", || {
+        if let Some(p) = NonNull::new(plan.cast::<CpuPlan>()) {
+            // SAFETY: CPU plans are Boxes made by cpu_graph_plan_create; freed once.
+            drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+    })
+}
+
+unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
+    let func = "wsp_ggml_backend_graph_plan_compute";
+    guard(func, || {
+        let plan = NonNull::new(plan.cast::<CpuPlan>()).unwrap_or_else(|| fatal(func, "argument 'plan' is NULL"));
+        // SAFETY: a plan made by cpu_graph_plan_create, used by one caller at a time.
+        let plan = unsafe { &mut *plan.as_ptr() };
+        // SAFETY: the plan's graph copy and cplan (with its work buffer) are valid.
+        unsafe { ggml::wsp_ggml_graph_compute(&mut plan.cgraph, &mut plan.cplan) };
+    })
+}
+
+unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
+    let func = "wsp_ggml_backend_graph_compute";
+    guard(func, || {
+        let ctx = cpu_context(BackendRef::arg(backend, func, "backend"), func);
+        let graph = ggml::GraphRef::new(cgraph).unwrap_or_else(|| fatal(func, "argument 'cgraph' is NULL"));
+        let mut cplan = plan_for(ctx, graph.as_ptr());
+        ctx.work.reserve_scratch(cplan.work_size, func);
+        cplan.work_data = if cplan.work_size > 0 { ctx.work.as_ptr() } else { ptr::null_mut() };
+        // SAFETY: valid graph and a cplan whose work buffer holds work_size bytes.
+        unsafe { ggml::wsp_ggml_graph_compute(graph.as_ptr(), &mut cplan) };
+    })
+}
+
+unsafe extern "C" fn cpu_supports_op(_backend: wsp_ggml_backend_t, _op: *const wsp_ggml_tensor) -> bool {
+    true
+}

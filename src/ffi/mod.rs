@@ -1,0 +1,352 @@
+//! The exported C API: one thin function per symbol of the original.
+//!
+//! Each function checks its handles, converts them to the core's types and
+//! calls the core inside [`guard`], so no panic ever unwinds into C. The
+//! headers in `include/` are generated from this file by cbindgen.
+//!
+//! Conventions (as in the original unless noted): handles are owned by the
+//! caller and must be valid for the call; functions that free accept NULL as a
+//! no-op; any other NULL handle aborts with a message naming the function and
+//! the argument (the original crashed).
+
+#![allow(non_camel_case_types)]
+#![allow(clippy::missing_safety_doc)] // the contract is the C header's, stated above
+
+use core::ffi::{c_char, c_int, c_void};
+
+use crate::backend::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef};
+use crate::buffer::{self as buf, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
+use crate::fatal::{fatal, guard};
+use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::sched::Sched;
+use crate::{copy, cpu};
+
+/// Opaque scheduler handle (`struct wsp_ggml_backend_sched`).
+pub struct wsp_ggml_backend_sched {
+    _private: [u8; 0],
+}
+pub type wsp_ggml_backend_sched_t = *mut wsp_ggml_backend_sched;
+
+fn tensor(t: *const wsp_ggml_tensor, func: &str, arg: &str) -> TensorRef {
+    TensorRef::new(t.cast_mut()).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
+}
+
+fn graph(g: *mut wsp_ggml_cgraph, func: &str, arg: &str) -> GraphRef {
+    GraphRef::new(g).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
+}
+
+fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a mut Sched {
+    if s.is_null() {
+        fatal(func, "argument 'sched' is NULL");
+    }
+    // SAFETY: non-NULL scheduler handles come from Box<Sched> in sched_new;
+    // the C contract gives the caller exclusive use during the call.
+    unsafe { &mut *s.cast::<Sched>() }
+}
+
+//
+// Backend buffer
+//
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_buffer_t) {
+    guard("wsp_ggml_backend_buffer_free", || {
+        if let Some(b) = BufferRef::new(buffer) {
+            b.free()
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alignment(buffer: wsp_ggml_backend_buffer_t) -> usize {
+    let func = "wsp_ggml_backend_buffer_get_alignment";
+    guard(func, || BufferRef::arg(buffer, func).alignment())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
+    let func = "wsp_ggml_backend_buffer_get_base";
+    guard(func, || BufferRef::arg(buffer, func).base())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_size(buffer: wsp_ggml_backend_buffer_t) -> usize {
+    let func = "wsp_ggml_backend_buffer_get_size";
+    guard(func, || BufferRef::arg(buffer, func).size())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(
+    buffer: wsp_ggml_backend_buffer_t,
+    tensor: *mut wsp_ggml_tensor,
+) -> usize {
+    let func = "wsp_ggml_backend_buffer_get_alloc_size";
+    guard(func, || BufferRef::arg(buffer, func).alloc_size(self::tensor(tensor, func, "tensor")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_init_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
+    let func = "wsp_ggml_backend_buffer_init_tensor";
+    guard(func, || BufferRef::arg(buffer, func).init_tensor(self::tensor(tensor, func, "tensor")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
+    let func = "wsp_ggml_backend_buffer_free_tensor";
+    guard(func, || BufferRef::arg(buffer, func).free_tensor(self::tensor(tensor, func, "tensor")))
+}
+
+//
+// Backend
+//
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_get_backend(tensor: *const wsp_ggml_tensor) -> wsp_ggml_backend_t {
+    let func = "wsp_ggml_get_backend";
+    guard(func, || {
+        backend::tensor_backend(self::tensor(tensor, func, "tensor")).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *const c_char {
+    guard("wsp_ggml_backend_name", || match BackendRef::new(backend) {
+        Some(b) => b.name(),
+        None => c"NULL".as_ptr(),
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
+    guard("wsp_ggml_backend_free", || {
+        if let Some(b) = BackendRef::new(backend) {
+            b.free()
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
+    let func = "wsp_ggml_backend_alloc_buffer";
+    guard(func, || BackendRef::arg(backend, func, "backend").alloc_buffer(size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backend_t) -> usize {
+    let func = "wsp_ggml_backend_get_alignment";
+    guard(func, || BackendRef::arg(backend, func, "backend").alignment())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(
+    tensor: *mut wsp_ggml_tensor,
+    data: *const c_void,
+    offset: usize,
+    size: usize,
+) {
+    let func = "wsp_ggml_backend_tensor_set_async";
+    guard(func, || backend::tensor_set_async(self::tensor(tensor, func, "tensor"), data, offset, size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(
+    tensor: *const wsp_ggml_tensor,
+    data: *mut c_void,
+    offset: usize,
+    size: usize,
+) {
+    let func = "wsp_ggml_backend_tensor_get_async";
+    guard(func, || backend::tensor_get_async(self::tensor(tensor, func, "tensor"), data, offset, size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
+    let func = "wsp_ggml_backend_tensor_set";
+    guard(func, || backend::tensor_set(self::tensor(tensor, func, "tensor"), data, offset, size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
+    let func = "wsp_ggml_backend_tensor_get";
+    guard(func, || backend::tensor_get(self::tensor(tensor, func, "tensor"), data, offset, size))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_synchronize(backend: wsp_ggml_backend_t) {
+    let func = "wsp_ggml_backend_synchronize";
+    guard(func, || BackendRef::arg(backend, func, "backend").synchronize())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
+    backend: wsp_ggml_backend_t,
+    cgraph: *mut wsp_ggml_cgraph,
+) -> wsp_ggml_backend_graph_plan_t {
+    let func = "wsp_ggml_backend_graph_plan_create";
+    guard(func, || {
+        let g = graph(cgraph, func, "cgraph");
+        BackendRef::arg(backend, func, "backend").graph_plan_create(g.as_ptr())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_free(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
+    let func = "wsp_ggml_backend_graph_plan_free";
+    guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_free(plan))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_compute(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
+    let func = "wsp_ggml_backend_graph_plan_compute";
+    guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_compute(plan))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
+    let func = "wsp_ggml_backend_graph_compute";
+    guard(func, || {
+        let g = graph(cgraph, func, "cgraph");
+        BackendRef::arg(backend, func, "backend").graph_compute(g.as_ptr())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_supports_op(backend: wsp_ggml_backend_t, op: *const wsp_ggml_tensor) -> bool {
+    let func = "wsp_ggml_backend_supports_op";
+    guard(func, || BackendRef::arg(backend, func, "backend").supports_op(tensor(op, func, "op")))
+}
+
+/// Tensor copy between different backends. The `cpy_tensor_from`/`cpy_tensor_to`
+/// slots receive the backend (the original passed `backend->context`).
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
+    let func = "wsp_ggml_backend_tensor_copy";
+    guard(func, || copy::tensor_copy(tensor(src, func, "src"), tensor(dst, func, "dst")))
+}
+
+//
+// CPU backend
+//
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_cpu_init() -> wsp_ggml_backend_t {
+    guard("wsp_ggml_backend_cpu_init", || cpu::cpu_init().as_ptr())
+}
+
+/// False for NULL (the original crashed).
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_is_cpu(backend: wsp_ggml_backend_t) -> bool {
+    guard("wsp_ggml_backend_is_cpu", || BackendRef::new(backend).is_some_and(cpu::is_cpu))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_n_threads(backend_cpu: wsp_ggml_backend_t, n_threads: c_int) {
+    let func = "wsp_ggml_backend_cpu_set_n_threads";
+    guard(func, || cpu::set_n_threads(BackendRef::arg(backend_cpu, func, "backend_cpu"), n_threads))
+}
+
+/// Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
+    backend_cpu: wsp_ggml_backend_t,
+    ptr: *mut c_void,
+    size: usize,
+) -> wsp_ggml_backend_buffer_t {
+    guard("wsp_ggml_backend_cpu_buffer_from_ptr", || cpu::buffer_from_ptr(backend_cpu, ptr, size).as_ptr())
+}
+
+//
+// Backend scheduler
+//
+
+/// Initialize a backend scheduler. Any number (>= 1) of backends, in priority order.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_backend_t, n_backends: c_int) -> wsp_ggml_backend_sched_t {
+    let func = "wsp_ggml_backend_sched_new";
+    guard(func, || {
+        if n_backends <= 0 {
+            fatal(func, &format!("argument 'n_backends' must be at least 1 (got {n_backends})"));
+        }
+        if backends.is_null() {
+            fatal(func, "argument 'backends' is NULL");
+        }
+        // SAFETY: the caller passes an array of n_backends handles (C contract).
+        let raw = unsafe { core::slice::from_raw_parts(backends, n_backends as usize) };
+        let list: Vec<BackendRef> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| BackendRef::new(b).unwrap_or_else(|| fatal(func, &format!("argument 'backends[{i}]' is NULL"))))
+            .collect();
+        Box::into_raw(Sched::new(&list)).cast()
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sched_t) {
+    guard("wsp_ggml_backend_sched_free", || {
+        if !sched.is_null() {
+            // SAFETY: made by Box::into_raw in sched_new; freed once.
+            drop(unsafe { Box::from_raw(sched.cast::<Sched>()) });
+        }
+    })
+}
+
+/// Initialize backend buffers from a measure graph. May be called again to re-measure.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_backend_sched_t, measure_graph: *mut wsp_ggml_cgraph) {
+    let func = "wsp_ggml_backend_sched_init_measure";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        s.init_measure(graph(measure_graph, func, "measure_graph"))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> wsp_ggml_tallocr_t {
+    let func = "wsp_ggml_backend_sched_get_tallocr";
+    guard(func, || self::sched(sched, func).get_tallocr(BackendRef::arg(backend, func, "backend"), func))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> wsp_ggml_backend_buffer_t {
+    let func = "wsp_ggml_backend_sched_get_buffer";
+    guard(func, || self::sched(sched, func).get_buffer(BackendRef::arg(backend, func, "backend"), func))
+}
+
+/// Assign `node` to `backend` for the next compute (the original ignored this).
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
+    sched: wsp_ggml_backend_sched_t,
+    node: *mut wsp_ggml_tensor,
+    backend: wsp_ggml_backend_t,
+) {
+    let func = "wsp_ggml_backend_sched_set_node_backend";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        s.set_node_backend(tensor(node, func, "node"), BackendRef::arg(backend, func, "backend"))
+    })
+}
+
+/// Allocate and compute a graph on the backend scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
+    let func = "wsp_ggml_backend_sched_graph_compute";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        s.graph_compute(self::graph(graph, func, "graph"))
+    })
+}
+
+//
+// Backend buffer (implementation API, ggml-backend-impl.h)
+//
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
+    backend: *mut wsp_ggml_backend,
+    iface: wsp_ggml_backend_buffer_i,
+    context: wsp_ggml_backend_buffer_context_t,
+    size: usize,
+) -> wsp_ggml_backend_buffer_t {
+    guard("wsp_ggml_backend_buffer_init", || buf::buffer_init(backend, iface, context, size).as_ptr())
+}

@@ -1,0 +1,328 @@
+//! Bindings to the parts of ggml (`ggml.c`, `ggml-alloc.c`) that this library
+//! uses. Those files stay C and belong to the user's build; we only import.
+//!
+//! The `#[repr(C)]` mirrors below follow `ggml.h` of whisper.rn 0.4.0-rc.4
+//! (identical in layout to whisper.cpp v1.5.0). Their sizes and offsets are
+//! checked at compile time here and again from C in `ffi-tests`.
+//!
+//! Everything that dereferences a tensor or graph pointer lives in this module,
+//! behind [`TensorRef`] and [`GraphRef`], so the rest of the crate reads ggml
+//! objects through small, named accessors.
+
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ptr::NonNull;
+
+pub const WSP_GGML_MAX_DIMS: usize = 4;
+pub const WSP_GGML_MAX_SRC: usize = 6;
+pub const WSP_GGML_MAX_NAME: usize = 64;
+pub const WSP_GGML_MAX_OP_PARAMS: usize = 64;
+/// `WSP_GGML_DEFAULT_N_THREADS` in ggml.h: the CPU backend's initial thread count.
+pub const WSP_GGML_DEFAULT_N_THREADS: c_int = 4;
+
+/// `enum wsp_ggml_op` values the scheduler needs (same in rc.4 and v1.5.0).
+pub const WSP_GGML_OP_NONE: c_int = 0;
+pub const WSP_GGML_OP_RESHAPE: c_int = 29;
+pub const WSP_GGML_OP_VIEW: c_int = 30;
+pub const WSP_GGML_OP_PERMUTE: c_int = 31;
+pub const WSP_GGML_OP_TRANSPOSE: c_int = 32;
+
+/// `struct wsp_ggml_tensor` (ggml.h).
+#[repr(C)]
+pub struct wsp_ggml_tensor {
+    pub type_: c_int,
+    pub backend: c_int,
+    pub buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    pub n_dims: c_int,
+    pub ne: [i64; WSP_GGML_MAX_DIMS],
+    pub nb: [usize; WSP_GGML_MAX_DIMS],
+    pub op: c_int,
+    pub op_params: [i32; WSP_GGML_MAX_OP_PARAMS / 4],
+    pub is_param: bool,
+    pub grad: *mut wsp_ggml_tensor,
+    pub src: [*mut wsp_ggml_tensor; WSP_GGML_MAX_SRC],
+    pub perf_runs: c_int,
+    pub perf_cycles: i64,
+    pub perf_time_us: i64,
+    pub view_src: *mut wsp_ggml_tensor,
+    pub view_offs: usize,
+    pub data: *mut c_void,
+    pub name: [c_char; WSP_GGML_MAX_NAME],
+    pub extra: *mut c_void,
+    pub padding: [c_char; 12],
+}
+
+/// `struct wsp_ggml_hash_set` (ggml.h), passed by value to ggml-alloc.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wsp_ggml_hash_set {
+    pub size: usize,
+    pub keys: *mut *mut wsp_ggml_tensor,
+}
+
+/// `struct wsp_ggml_cgraph` (ggml.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wsp_ggml_cgraph {
+    pub size: c_int,
+    pub n_nodes: c_int,
+    pub n_leafs: c_int,
+    pub nodes: *mut *mut wsp_ggml_tensor,
+    pub grads: *mut *mut wsp_ggml_tensor,
+    pub leafs: *mut *mut wsp_ggml_tensor,
+    pub visited_hash_table: wsp_ggml_hash_set,
+    pub order: c_int,
+    pub perf_runs: c_int,
+    pub perf_cycles: i64,
+    pub perf_time_us: i64,
+}
+
+/// `struct wsp_ggml_cplan` (ggml.h).
+#[repr(C)]
+pub struct wsp_ggml_cplan {
+    pub work_size: usize,
+    pub work_data: *mut u8,
+    pub n_threads: c_int,
+    pub abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
+    pub abort_callback_data: *mut c_void,
+}
+
+/// Opaque `struct wsp_ggml_tallocr` (ggml-alloc.h).
+#[repr(C)]
+pub struct wsp_ggml_tallocr {
+    _private: [u8; 0],
+}
+/// Opaque `struct wsp_ggml_gallocr` (ggml-alloc.h).
+#[repr(C)]
+pub struct wsp_ggml_gallocr {
+    _private: [u8; 0],
+}
+pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
+pub type wsp_ggml_gallocr_t = *mut wsp_ggml_gallocr;
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<wsp_ggml_tensor>() == 352);
+    assert!(offset_of!(wsp_ggml_tensor, buffer) == 8);
+    assert!(offset_of!(wsp_ggml_tensor, n_dims) == 16);
+    assert!(offset_of!(wsp_ggml_tensor, ne) == 24);
+    assert!(offset_of!(wsp_ggml_tensor, nb) == 56);
+    assert!(offset_of!(wsp_ggml_tensor, op) == 88);
+    assert!(offset_of!(wsp_ggml_tensor, is_param) == 156);
+    assert!(offset_of!(wsp_ggml_tensor, src) == 168);
+    assert!(offset_of!(wsp_ggml_tensor, view_src) == 240);
+    assert!(offset_of!(wsp_ggml_tensor, data) == 256);
+    assert!(offset_of!(wsp_ggml_tensor, name) == 264);
+    assert!(offset_of!(wsp_ggml_tensor, extra) == 328);
+    assert!(size_of::<wsp_ggml_cgraph>() == 80);
+    assert!(offset_of!(wsp_ggml_cgraph, visited_hash_table) == 40);
+    assert!(offset_of!(wsp_ggml_cgraph, order) == 56);
+    assert!(offset_of!(wsp_ggml_cgraph, perf_time_us) == 72);
+    assert!(size_of::<wsp_ggml_hash_set>() == 16);
+    assert!(size_of::<wsp_ggml_cplan>() == 40);
+    assert!(offset_of!(wsp_ggml_cplan, abort_callback) == 24);
+};
+
+extern "C" {
+    pub fn wsp_ggml_nbytes(tensor: *const wsp_ggml_tensor) -> usize;
+    pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
+    pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
+    pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
+    pub fn wsp_ggml_hash_find_or_insert(hash_set: wsp_ggml_hash_set, key: *mut wsp_ggml_tensor) -> usize;
+
+    pub fn wsp_ggml_tallocr_new_from_backend(
+        backend: *mut crate::backend::wsp_ggml_backend,
+        size: usize,
+    ) -> wsp_ggml_tallocr_t;
+    pub fn wsp_ggml_tallocr_new_measure_from_backend(
+        backend: *mut crate::backend::wsp_ggml_backend,
+    ) -> wsp_ggml_tallocr_t;
+    pub fn wsp_ggml_tallocr_free(talloc: wsp_ggml_tallocr_t);
+    pub fn wsp_ggml_tallocr_get_buffer(talloc: wsp_ggml_tallocr_t) -> *mut crate::buffer::wsp_ggml_backend_buffer;
+    pub fn wsp_ggml_tallocr_is_measure(talloc: wsp_ggml_tallocr_t) -> bool;
+    pub fn wsp_ggml_tallocr_max_size(talloc: wsp_ggml_tallocr_t) -> usize;
+    pub fn wsp_ggml_tallocr_reset(talloc: wsp_ggml_tallocr_t);
+
+    pub fn wsp_ggml_gallocr_new() -> wsp_ggml_gallocr_t;
+    pub fn wsp_ggml_gallocr_free(galloc: wsp_ggml_gallocr_t);
+    pub fn wsp_ggml_gallocr_alloc_graph_n(
+        galloc: wsp_ggml_gallocr_t,
+        graph: *mut wsp_ggml_cgraph,
+        hash_set: wsp_ggml_hash_set,
+        hash_node_talloc: *mut wsp_ggml_tallocr_t,
+    );
+}
+
+/// A tensor handed to us by C. Copyable handle; identity is the address.
+///
+/// Invariant (the C API contract, as in the original): the pointer stays valid
+/// and is not mutated concurrently for as long as the call that received it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct TensorRef(NonNull<wsp_ggml_tensor>);
+
+impl TensorRef {
+    pub fn new(ptr: *mut wsp_ggml_tensor) -> Option<Self> {
+        NonNull::new(ptr).map(TensorRef)
+    }
+    pub fn as_ptr(self) -> *mut wsp_ggml_tensor {
+        self.0.as_ptr()
+    }
+    fn get(&self) -> &wsp_ggml_tensor {
+        // SAFETY: TensorRef invariant: valid, live tensor for the current call.
+        unsafe { self.0.as_ref() }
+    }
+    pub fn op(self) -> c_int {
+        self.get().op
+    }
+    pub fn is_view_op(self) -> bool {
+        matches!(
+            self.op(),
+            WSP_GGML_OP_VIEW | WSP_GGML_OP_RESHAPE | WSP_GGML_OP_PERMUTE | WSP_GGML_OP_TRANSPOSE
+        )
+    }
+    pub fn buffer(self) -> *mut crate::buffer::wsp_ggml_backend_buffer {
+        self.get().buffer
+    }
+    pub fn data(self) -> *mut c_void {
+        self.get().data
+    }
+    pub fn view_src(self) -> Option<TensorRef> {
+        TensorRef::new(self.get().view_src)
+    }
+    pub fn view_offs(self) -> usize {
+        self.get().view_offs
+    }
+    /// Sources in order, stopping at the first NULL as ggml does.
+    pub fn srcs(self) -> impl Iterator<Item = (usize, TensorRef)> {
+        let src = self.get().src;
+        src.into_iter().map_while(TensorRef::new).enumerate()
+    }
+    pub fn set_src(self, j: usize, t: TensorRef) {
+        // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.
+        unsafe { (*self.as_ptr()).src[j] = t.as_ptr() }
+    }
+    pub fn nbytes(self) -> usize {
+        // SAFETY: wsp_ggml_nbytes only reads the tensor's type, ne and nb.
+        unsafe { wsp_ggml_nbytes(self.as_ptr()) }
+    }
+    pub fn name(&self) -> &CStr {
+        let name = &self.get().name;
+        // SAFETY: reinterpreting the [c_char; 64] as bytes of the same length.
+        let bytes: &[u8] = unsafe { core::slice::from_raw_parts(name.as_ptr().cast(), name.len()) };
+        CStr::from_bytes_until_nul(bytes).unwrap_or(c"?")
+    }
+    pub fn name_lossy(&self) -> String {
+        self.name().to_string_lossy().into_owned()
+    }
+    pub fn n_dims(self) -> c_int {
+        self.get().n_dims
+    }
+    /// Point a view without a buffer at its `view_src`'s memory, as ggml-alloc
+    /// does for views (backend type, buffer, data).
+    pub fn init_view_from_src(self, view_src: TensorRef) {
+        let (backend, buffer, data) = {
+            let s = view_src.get();
+            (s.backend, s.buffer, s.data)
+        };
+        // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
+        // graph's tensors during compute. `data + view_offs` stays inside
+        // view_src's allocation (ggml checked it when it made the view).
+        unsafe {
+            let t = &mut *self.as_ptr();
+            t.backend = backend;
+            t.buffer = buffer;
+            t.data = if data.is_null() { data } else { data.cast::<u8>().add(t.view_offs).cast() };
+        }
+    }
+    /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
+    pub fn same_layout(self, other: TensorRef) -> bool {
+        let (a, b) = (self.get(), other.get());
+        a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
+    }
+}
+
+pub fn op_name(op: c_int) -> String {
+    // SAFETY: wsp_ggml_op_name returns a static string for any op value in range;
+    // we only call it with an op read from a tensor.
+    let p = unsafe { wsp_ggml_op_name(op) };
+    if p.is_null() {
+        return format!("op{op}");
+    }
+    // SAFETY: non-NULL, NUL-terminated static string from ggml.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// A graph handed to us by C (same contract as [`TensorRef`]).
+#[derive(Clone, Copy)]
+pub struct GraphRef(NonNull<wsp_ggml_cgraph>);
+
+impl GraphRef {
+    pub fn new(ptr: *mut wsp_ggml_cgraph) -> Option<Self> {
+        NonNull::new(ptr).map(GraphRef)
+    }
+    fn get(&self) -> &wsp_ggml_cgraph {
+        // SAFETY: GraphRef invariant: valid graph for the current call.
+        unsafe { self.0.as_ref() }
+    }
+    fn list(&self, ptr: *mut *mut wsp_ggml_tensor, n: c_int) -> &[*mut wsp_ggml_tensor] {
+        if ptr.is_null() || n <= 0 {
+            return &[];
+        }
+        // SAFETY: ggml graphs hold `n` valid entries at `ptr`, alive while the graph is.
+        unsafe { core::slice::from_raw_parts(ptr, n as usize) }
+    }
+    pub fn nodes(&self) -> impl Iterator<Item = TensorRef> + '_ {
+        self.list(self.get().nodes, self.get().n_nodes).iter().filter_map(|&p| TensorRef::new(p))
+    }
+    pub fn leafs(&self) -> impl Iterator<Item = TensorRef> + '_ {
+        self.list(self.get().leafs, self.get().n_leafs).iter().filter_map(|&p| TensorRef::new(p))
+    }
+    pub fn n_nodes(&self) -> usize {
+        self.get().n_nodes.max(0) as usize
+    }
+    pub fn n_leafs(&self) -> usize {
+        self.get().n_leafs.max(0) as usize
+    }
+    pub fn node(&self, i: usize) -> TensorRef {
+        let p = self.list(self.get().nodes, self.get().n_nodes)[i];
+        TensorRef::new(p).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL")))
+    }
+    pub fn nodes_ptr(&self) -> *mut *mut wsp_ggml_tensor {
+        self.get().nodes
+    }
+    pub fn grads_ptr(&self) -> *mut *mut wsp_ggml_tensor {
+        self.get().grads
+    }
+    pub fn order(&self) -> c_int {
+        self.get().order
+    }
+    pub fn as_ptr(self) -> *mut wsp_ggml_cgraph {
+        self.0.as_ptr()
+    }
+}
+
+/// A tensor with the same type and memory layout as `src`, no data, no
+/// sources, and the given name (truncated to 63 bytes as ggml does): what the
+/// original made with `wsp_ggml_dup_tensor` + copying `nb`.
+pub fn dup_tensor_layout(dst: &mut wsp_ggml_tensor, src: TensorRef, name: &[u8]) {
+    let s = src.get();
+    *dst = zeroed_tensor();
+    dst.type_ = s.type_;
+    dst.n_dims = s.n_dims;
+    for i in 0..WSP_GGML_MAX_DIMS {
+        dst.ne[i] = if (i as c_int) < s.n_dims { s.ne[i] } else { 1 };
+    }
+    dst.nb = s.nb;
+    let n = name.len().min(WSP_GGML_MAX_NAME - 1);
+    for (d, &b) in dst.name.iter_mut().zip(&name[..n]) {
+        *d = b as c_char;
+    }
+}
+
+/// An all-zero tensor struct, as ggml initialises one (`backend` = CPU = 0).
+pub fn zeroed_tensor() -> wsp_ggml_tensor {
+    // SAFETY: every field of wsp_ggml_tensor is an integer, a raw pointer or
+    // an array of those; all-zero bytes are a valid value for each.
+    unsafe { core::mem::zeroed() }
+}

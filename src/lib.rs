@@ -1,0 +1,21 @@
+//! A Rust reimplementation of ggml's `ggml-backend.c` (whisper.rn 0.4.0-rc.4,
+//! `wsp_ggml_` prefix) that is a C-ABI drop-in: same symbols, same signatures,
+//! same struct layouts, same results.
+//!
+//! Layout of the crate:
+//! - [`ggml`]: the ggml types and functions we import (ggml.c and ggml-alloc.c
+//!   stay C, in the user's build);
+//! - [`buffer`], [`backend`]: the two interface structs and their dispatch;
+//! - [`copy`]: tensor copies between backends;
+//! - [`cpu`]: the CPU backend;
+//! - [`sched`]: the multi-backend split scheduler;
+//! - [`ffi`]: the exported `extern "C"` functions, thin and boring.
+
+pub mod backend;
+pub mod buffer;
+pub mod copy;
+pub mod cpu;
+pub mod fatal;
+pub mod ffi;
+pub mod ggml;
+pub mod sched;

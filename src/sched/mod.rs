@@ -1,0 +1,376 @@
+//! The multi-backend split scheduler.
+//!
+//! Same assignment passes and split rule as the original, so every node lands
+//! on the same backend and the graph splits at the same places. What differs,
+//! on purpose (see README, "Differences from the original"):
+//! - no fixed limits: backends, splits, split inputs and graph size are all
+//!   bounded only by memory, and tables grow with the graph;
+//! - `set_node_backend` is honoured until the end of the next compute;
+//! - an input used by several nodes of a split is copied once for that split;
+//! - no global state, nothing leaked, no ggml context used at all: the input
+//!   copies and graph views are plain structs owned by the scheduler;
+//! - misuse aborts with a message naming the function and argument.
+//! - the graph's `src` pointers, redirected to the input copies during the
+//!   compute (as ggml-alloc needs), are restored afterwards.
+
+mod assign;
+mod ptrmap;
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+
+use crate::backend::{tensor_backend, BackendRef};
+use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
+use crate::copy::tensor_copy;
+use crate::fatal::{check, fatal};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+
+use ptrmap::PtrMap;
+
+/// "No backend yet" in the per-tensor assignment table.
+const NONE: u32 = u32::MAX;
+
+/// Why a tensor got its backend (shown by `WSP_GGML_SCHED_DEBUG`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cause {
+    Unset,
+    User,
+    Leaf,
+    Dst,
+    ViewSrc,
+    Src(u8),
+    Pass2Src(u8),
+    FromConsumer,
+    InputCopy,
+}
+
+/// A run of consecutive graph nodes computed on one backend.
+#[derive(Clone, Debug)]
+struct Split {
+    backend: u32,
+    i_start: usize,
+    i_end: usize,
+    /// Range in `State::inputs`.
+    inputs: std::ops::Range<usize>,
+}
+
+/// Per-compute tables. Cleared, never freed, between computes.
+#[derive(Default)]
+struct State {
+    ids: PtrMap,
+    tensors: Vec<TensorRef>,
+    assign: Vec<u32>,
+    cause: Vec<Cause>,
+    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
+    input_mark: Vec<u32>,
+    /// (tensor id, backend) -> index in `copies`.
+    copy_of: HashMap<(u32, u32), u32>,
+    /// Input copies; boxed so their addresses are stable. Reused across computes.
+    copies: Vec<Box<wsp_ggml_tensor>>,
+    n_copies: usize,
+    splits: Vec<Split>,
+    /// (input tensor id, copy index) for every split, in split order.
+    inputs: Vec<(u32, u32)>,
+    /// Graph `src` slots redirected to copies: (node, j, original src).
+    patches: Vec<(TensorRef, usize, TensorRef)>,
+    /// Nodes of the graph handed to ggml-alloc: each split's input copies then its nodes.
+    alloc_nodes: Vec<*mut wsp_ggml_tensor>,
+    /// One graph view per split, handed to the backend's graph_compute.
+    split_graphs: Vec<wsp_ggml_cgraph>,
+    /// The hash set + parallel allocator table that ggml-alloc reads.
+    hash_keys: Vec<*mut wsp_ggml_tensor>,
+    hash_talloc: Vec<wsp_ggml_tallocr_t>,
+}
+
+pub struct Sched {
+    backends: Vec<BackendRef>,
+    tallocs: Vec<wsp_ggml_tallocr_t>,
+    galloc: ggml::wsp_ggml_gallocr_t,
+    measured: bool,
+    debug: bool,
+    /// set_node_backend assignments, honoured until the end of the next compute.
+    user: HashMap<usize, u32>,
+    st: State,
+}
+
+impl Sched {
+    /// `wsp_ggml_backend_sched_new`.
+    pub fn new(backends: &[BackendRef]) -> Box<Sched> {
+        // SAFETY: plain constructor from ggml-alloc.
+        let galloc = unsafe { ggml::wsp_ggml_gallocr_new() };
+        let tallocs = backends
+            .iter()
+            // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
+            .map(|b| unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) })
+            .collect();
+        Box::new(Sched {
+            backends: backends.to_vec(),
+            tallocs,
+            galloc,
+            measured: false,
+            debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
+            user: HashMap::new(),
+            st: State::default(),
+        })
+    }
+
+    pub fn n_backends(&self) -> usize {
+        self.backends.len()
+    }
+
+    /// Index of `backend` in this scheduler, or abort naming `func`.
+    fn index_of(&self, backend: BackendRef, func: &str) -> u32 {
+        match self.backends.iter().position(|&b| b == backend) {
+            Some(i) => i as u32,
+            None => fatal(
+                func,
+                &format!(
+                    "argument 'backend' ('{}') is not one of the scheduler's {} backends",
+                    backend.name_lossy(),
+                    self.backends.len()
+                ),
+            ),
+        }
+    }
+
+    /// Index of the backend holding tensor `t` (in a buffer), if any; aborts if
+    /// that backend is not in the scheduler (the original indexed out of bounds).
+    fn index_of_tensor_backend(&self, t: TensorRef, backend: BackendRef, func: &str) -> u32 {
+        match self.backends.iter().position(|&b| b == backend) {
+            Some(i) => i as u32,
+            None => fatal(
+                func,
+                &format!(
+                    "tensor '{}' lives in a buffer of backend '{}', which is not one of the scheduler's backends",
+                    t.name_lossy(),
+                    backend.name_lossy()
+                ),
+            ),
+        }
+    }
+
+    pub fn get_tallocr(&self, backend: BackendRef, func: &str) -> wsp_ggml_tallocr_t {
+        self.tallocs[self.index_of(backend, func) as usize]
+    }
+
+    pub fn get_buffer(&self, backend: BackendRef, func: &str) -> wsp_ggml_backend_buffer_t {
+        let talloc = self.get_tallocr(backend, func);
+        // SAFETY: our own live allocator.
+        unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) }
+    }
+
+    pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
+        let i = self.index_of(backend, "wsp_ggml_backend_sched_set_node_backend");
+        self.user.insert(node.as_ptr() as usize, i);
+    }
+
+    /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
+    /// buffer for `graph`. Calling it again re-measures (the original leaked
+    /// and measured with the real allocators).
+    pub fn init_measure(&mut self, graph: GraphRef) {
+        if self.measured {
+            for (t, b) in self.tallocs.iter_mut().zip(&self.backends) {
+                // SAFETY: our allocator, replaced by a fresh measure allocator.
+                unsafe {
+                    ggml::wsp_ggml_tallocr_free(*t);
+                    *t = ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr());
+                }
+            }
+        }
+        self.split_graph(graph, "wsp_ggml_backend_sched_init_measure");
+        self.alloc_splits();
+        for (t, b) in self.tallocs.iter_mut().zip(&self.backends) {
+            // SAFETY: our measure allocator, replaced by a real one of the measured size.
+            unsafe {
+                let size = ggml::wsp_ggml_tallocr_max_size(*t);
+                ggml::wsp_ggml_tallocr_free(*t);
+                *t = ggml::wsp_ggml_tallocr_new_from_backend(b.as_ptr(), size);
+            }
+        }
+        self.measured = true;
+        self.finish();
+    }
+
+    /// `wsp_ggml_backend_sched_graph_compute`.
+    pub fn graph_compute(&mut self, graph: GraphRef) {
+        let func = "wsp_ggml_backend_sched_graph_compute";
+        check(self.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
+        self.split_graph(graph, func);
+        self.alloc_splits();
+        self.compute_splits(func);
+        self.finish();
+    }
+
+    /// Reset allocators, restore the graph's sources, drop user assignments.
+    fn finish(&mut self) {
+        for &t in &self.tallocs {
+            // SAFETY: our own live allocator.
+            unsafe { ggml::wsp_ggml_tallocr_reset(t) };
+        }
+        for &(node, j, src) in self.st.patches.iter().rev() {
+            node.set_src(j, src);
+        }
+        self.st.patches.clear();
+        self.user.clear();
+    }
+
+    /// Hand the split graph to ggml-alloc with the hash set + allocator table.
+    fn alloc_splits(&mut self) {
+        let st = &mut self.st;
+        // Room for every tensor we know plus the view sources ggml-alloc may add.
+        let want = (2 * (st.tensors.len() + st.alloc_nodes.len()) + 64) | 1;
+        if st.hash_keys.len() < want {
+            st.hash_keys = vec![std::ptr::null_mut(); want];
+            st.hash_talloc = vec![std::ptr::null_mut(); want];
+        } else {
+            st.hash_keys.fill(std::ptr::null_mut());
+            st.hash_talloc.fill(std::ptr::null_mut());
+        }
+        let hash_set = wsp_ggml_hash_set { size: st.hash_keys.len(), keys: st.hash_keys.as_mut_ptr() };
+        for (id, &t) in st.tensors.iter().enumerate() {
+            let a = st.assign[id];
+            if a != NONE {
+                // SAFETY: ggml's own probe over our key array of `size` entries,
+                // which always has free slots (sized above).
+                let slot = unsafe { ggml::wsp_ggml_hash_find_or_insert(hash_set, t.as_ptr()) };
+                st.hash_talloc[slot] = self.tallocs[a as usize];
+            }
+        }
+        let n = st.alloc_nodes.len() as i32;
+        let mut graph = wsp_ggml_cgraph {
+            size: n,
+            n_nodes: n,
+            n_leafs: 0,
+            nodes: st.alloc_nodes.as_mut_ptr(),
+            grads: std::ptr::null_mut(),
+            leafs: std::ptr::null_mut(),
+            visited_hash_table: wsp_ggml_hash_set { size: 0, keys: std::ptr::null_mut() },
+            order: 0,
+            perf_runs: 0,
+            perf_cycles: 0,
+            perf_time_us: 0,
+        };
+        // SAFETY: graph, hash set and allocator table are ours and alive for
+        // the call; ggml-alloc does not keep them.
+        unsafe { ggml::wsp_ggml_gallocr_alloc_graph_n(self.galloc, &mut graph, hash_set, st.hash_talloc.as_mut_ptr()) };
+    }
+
+    fn compute_splits(&mut self, func: &str) {
+        for k in 0..self.st.splits.len() {
+            let split = self.st.splits[k].clone();
+            let backend = self.backends[split.backend as usize];
+            for i in split.inputs.clone() {
+                let (input_id, copy) = self.st.inputs[i];
+                let input = self.st.tensors[input_id as usize];
+                let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
+                if input.buffer().is_null() {
+                    let Some(view_src) = input.view_src() else {
+                        fatal(func, &format!("split input '{}' has no buffer and is not a view", input.name_lossy()))
+                    };
+                    input.init_view_from_src(view_src);
+                    let owner = tensor_backend(input).unwrap_or_else(|| {
+                        fatal(func, &format!("split input '{}' is a view of a tensor without a backend", input.name_lossy()))
+                    });
+                    let buffer = self.get_buffer(owner, func);
+                    if let Some(buffer) = BufferRef::new(buffer) {
+                        buffer.init_tensor(input);
+                    }
+                }
+                let copy_backend = tensor_backend(copy)
+                    .unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
+                check(tensor_backend(input) != Some(copy_backend) && copy_backend == backend, func, || {
+                    format!("split input '{}' is not on another backend than its split", input.name_lossy())
+                });
+                tensor_copy(input, copy);
+            }
+            backend.graph_compute(&mut self.st.split_graphs[k]);
+        }
+    }
+
+    /// Print the assignments and splits of the last split_graph to stderr.
+    fn print_assignments(&self, graph: GraphRef) {
+        use std::io::Write;
+        let st = &self.st;
+        let name = |a: u32| if a == NONE { "NULL".to_string() } else { self.backends[a as usize].name_lossy() };
+        let id_of = |t: TensorRef| st.ids.get(t.as_ptr() as usize);
+        let mut out = std::io::stderr().lock();
+        let mut k = 0;
+        for i in 0..graph.n_nodes() {
+            if k < st.splits.len() && i == st.splits[k].i_start {
+                let s = &st.splits[k];
+                let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(s.backend), s.inputs.len());
+                for &(id, _) in &st.inputs[s.inputs.clone()] {
+                    let t = st.tensors[id as usize];
+                    let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
+                }
+                let _ = writeln!(out);
+                k += 1;
+            }
+            let node = graph.node(i);
+            if node.is_view_op() {
+                continue;
+            }
+            let show = |t: TensorRef| match id_of(t) {
+                Some(id) => format!("{} [{} {:?}]", t.name_lossy(), name(st.assign[id as usize]), st.cause[id as usize]),
+                None => format!("{} [NULL]", t.name_lossy()),
+            };
+            let _ = write!(out, "node #{i:3} ({}): {}", ggml::op_name(node.op()), show(node));
+            for (_, src) in node.srcs() {
+                let _ = write!(out, " <- {}", show(src));
+            }
+            let _ = writeln!(out);
+        }
+    }
+
+    /// Bytes of host memory the scheduler holds besides compute buffers.
+    pub fn heap_bytes(&self) -> usize {
+        let st = &self.st;
+        std::mem::size_of::<Sched>()
+            + st.ids.heap_bytes()
+            + st.tensors.capacity() * 8
+            + st.assign.capacity() * 4
+            + st.cause.capacity() * std::mem::size_of::<Cause>()
+            + st.input_mark.capacity() * 4
+            + st.copy_of.capacity() * 16
+            + st.copies.len() * std::mem::size_of::<wsp_ggml_tensor>()
+            + st.copies.capacity() * 8
+            + st.splits.capacity() * std::mem::size_of::<Split>()
+            + st.inputs.capacity() * 8
+            + st.patches.capacity() * 24
+            + st.alloc_nodes.capacity() * 8
+            + st.split_graphs.capacity() * std::mem::size_of::<wsp_ggml_cgraph>()
+            + st.hash_keys.capacity() * 8
+            + st.hash_talloc.capacity() * 8
+            + self.backends.capacity() * 16
+    }
+}
+
+impl Drop for Sched {
+    fn drop(&mut self) {
+        // Leave the user's graph as it was even if dropped mid-way.
+        for &(node, j, src) in self.st.patches.iter().rev() {
+            node.set_src(j, src);
+        }
+        for &t in &self.tallocs {
+            // SAFETY: our own allocators, freed once.
+            unsafe { ggml::wsp_ggml_tallocr_free(t) };
+        }
+        // SAFETY: our own graph allocator, freed once.
+        unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
+    }
+}
+
+/// Name of an input copy: "<backend>#<source>", as the original names them.
+fn copy_name(backend: BackendRef, src: TensorRef) -> Vec<u8> {
+    let mut name = Vec::with_capacity(ggml::WSP_GGML_MAX_NAME);
+    let p = backend.name();
+    if !p.is_null() {
+        // SAFETY: get_name returns a NUL-terminated string.
+        name.extend_from_slice(unsafe { CStr::from_ptr(p) }.to_bytes());
+    } else {
+        name.extend_from_slice(b"(null)");
+    }
+    name.push(b'#');
+    name.extend_from_slice(src.name().to_bytes());
+    name
+}
