@@ -1,1 +1,129 @@
-fn main() {}
+//! Prepares the C side of the differential tests:
+//! 1. finds whisper.cpp v1.5.0 inside the `whisper-rs-sys =0.8.0` crate in
+//!    cargo's registry (downloaded by cargo itself; see Cargo.toml);
+//! 2. applies whisper.rn's prefix rename to the ggml files and writes them to
+//!    OUT_DIR: `common/` (ggml.c, ggml-alloc.c, ggml-quants.c, headers,
+//!    whisper.cpp) and `ref/` (the original ggml-backend.c and its headers);
+//! 3. compiles, once and cached in OUT_DIR: `libggml_core.a` (ggml.c +
+//!    ggml-quants.c, shared by both builds), ggml-alloc.c twice (against our
+//!    headers and against the original ones), and the original ggml-backend.c.
+//! Test programs themselves are compiled by the harness at test time.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CRATE: &str = "whisper-rs-sys-0.8.0";
+
+fn main() {
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().to_path_buf();
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let src = find_reference_sources(&root);
+    let common = out.join("common");
+    let refdir = out.join("ref");
+    std::fs::create_dir_all(&common).unwrap();
+    std::fs::create_dir_all(&refdir).unwrap();
+    for f in ["ggml.c", "ggml.h", "ggml-alloc.c", "ggml-alloc.h", "ggml-impl.h", "ggml-quants.c", "ggml-quants.h", "whisper.cpp", "whisper.h"] {
+        write_if_changed(&common.join(f), &rename(&std::fs::read_to_string(src.join(f)).unwrap()));
+    }
+    for f in ["ggml-backend.c", "ggml-backend.h", "ggml-backend-impl.h"] {
+        write_if_changed(&refdir.join(f), &rename(&std::fs::read_to_string(src.join(f)).unwrap()));
+    }
+    check_against_shared_reference(&root, &refdir);
+
+    let include = root.join("include");
+    println!("cargo:rerun-if-changed={}", include.join("ggml-backend.h").display());
+    println!("cargo:rerun-if-changed={}", include.join("ggml-backend-impl.h").display());
+
+    // ggml.c and ggml-quants.c include no backend header: one build serves both.
+    if !out.join("libggml_core.a").exists() {
+        c_build(&[&common]).file(common.join("ggml.c")).file(common.join("ggml-quants.c")).compile("ggml_core");
+    }
+    // ggml-alloc.c includes ggml-backend-impl.h: once per header set.
+    c_build(&[&include, &common]).file(common.join("ggml-alloc.c")).compile("ggml_alloc_ours");
+    if !out.join("libggml_alloc_ref.a").exists() {
+        c_build(&[&refdir, &common]).file(common.join("ggml-alloc.c")).compile("ggml_alloc_ref");
+        c_build(&[&refdir, &common]).file(refdir.join("ggml-backend.c")).compile("ggml_backend_ref");
+    }
+
+    let cc = c_build(&[]).get_compiler();
+    let cxx = cc::Build::new().cpp(true).get_compiler();
+    println!("cargo:rustc-env=FFI_OUT_DIR={}", out.display());
+    println!("cargo:rustc-env=FFI_CC={}", cc.path().display());
+    println!("cargo:rustc-env=FFI_CXX={}", cxx.path().display());
+}
+
+/// The flags every C file of ggml is built with, in both builds.
+fn c_build(includes: &[&Path]) -> cc::Build {
+    let mut b = cc::Build::new();
+    b.opt_level(2)
+        .debug(false)
+        .warnings(false)
+        .cargo_metadata(false)
+        .flag("-std=c11")
+        .define("_GNU_SOURCE", None)
+        .flag("-pthread");
+    for i in includes {
+        b.include(i);
+    }
+    b
+}
+
+/// whisper.rn's rename of every ggml file (FACTS.md).
+fn rename(s: &str) -> String {
+    s.replace("GGML_", "WSP_GGML_").replace("ggml_", "wsp_ggml_").replace("GGUF_", "WSP_GGUF_").replace("gguf_", "wsp_gguf_")
+}
+
+fn write_if_changed(path: &Path, content: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(content) {
+        std::fs::write(path, content).unwrap();
+    }
+}
+
+fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cargo"))
+}
+
+fn search_registry() -> Option<PathBuf> {
+    let registry = cargo_home().join("registry").join("src");
+    for entry in std::fs::read_dir(&registry).ok()?.flatten() {
+        let dir = entry.path().join(CRATE).join("whisper.cpp");
+        if dir.join("ggml-backend.c").exists() {
+            return Some(dir);
+        }
+    }
+    None
+}
+
+/// whisper-rs-sys is locked in Cargo.lock as a never-built dependency; cargo
+/// unpacks it into its registry on `cargo metadata` (which we run if needed).
+fn find_reference_sources(root: &Path) -> PathBuf {
+    if let Some(d) = search_registry() {
+        return d;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(root.join("Cargo.toml"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run cargo metadata");
+    assert!(status.success(), "cargo metadata failed: cannot fetch {CRATE}");
+    search_registry().unwrap_or_else(|| panic!("{CRATE} not found under {}", cargo_home().join("registry/src").display()))
+}
+
+/// If the project's shared/reference copy is beside the checkout, make sure
+/// the renamed crate file is byte-identical to it (FACTS.md's claim).
+fn check_against_shared_reference(root: &Path, refdir: &Path) {
+    for shared in [root.join("../shared/reference/ggml-backend.c"), root.join("shared/reference/ggml-backend.c")] {
+        if let Ok(expected) = std::fs::read(&shared) {
+            let ours = std::fs::read(refdir.join("ggml-backend.c")).unwrap();
+            assert!(ours == expected, "renamed {CRATE} ggml-backend.c differs from {}", shared.display());
+            return;
+        }
+    }
+}

@@ -17,5 +17,6 @@ pub mod copy;
 pub mod cpu;
 pub mod fatal;
 pub mod ffi;
+/// cbindgen:ignore
 pub mod ggml;
 pub mod sched;

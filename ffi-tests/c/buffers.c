@@ -169,10 +169,8 @@ int main(void) {
         wsp_ggml_backend_buffer_t bn = wsp_ggml_backend_cpu_buffer_from_ptr(NULL, mem, 500);
         printf("from_ptr(NULL) %s size=%zu\n", wsp_ggml_backend_buffer_get_base(bn) == mem ? "from_ptr base ok" : "from_ptr base BAD",
                wsp_ggml_backend_buffer_get_size(bn));
-        wsp_ggml_allocr_t an = wsp_ggml_allocr_new_from_buffer(bn);
-        // alignment would be read through the NULL backend: not exercised
-        (void)an;
-        wsp_ggml_allocr_free(an);
+        // (wsp_ggml_allocr_new_from_buffer(bn) and wsp_ggml_backend_buffer_get_alignment(bn) would read
+        // the alignment through the NULL backend: the original crashes there, so not exercised)
         wsp_ggml_backend_buffer_free(bn);
         // the memory is still ours
         memset(mem, 0, 500);

@@ -1,0 +1,200 @@
+//! Builds the C test programs twice, once with the original `ggml-backend.c`
+//! and its headers, once with our library and generated headers, and compares
+//! what they print.
+//!
+//! Output convention of the C programs: every stdout line must be identical,
+//! except lines starting with `~le ` (`~le <key...> <integer>`: ours must be
+//! less than or equal to the original's, e.g. number of copies) and lines
+//! starting with `~ ` (informational, not compared).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// Our Rust library and generated headers.
+    Ours,
+    /// The renamed original `ggml-backend.c` and its headers.
+    Original,
+}
+
+impl Flavour {
+    fn tag(self) -> &'static str {
+        match self {
+            Flavour::Ours => "ours",
+            Flavour::Original => "orig",
+        }
+    }
+}
+
+pub fn out_dir() -> PathBuf {
+    PathBuf::from(env!("FFI_OUT_DIR"))
+}
+
+pub fn c_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("c")
+}
+
+pub fn include_dir() -> PathBuf {
+    crate::headers::workspace_root().join("include")
+}
+
+/// Directory of the cargo profile the tests run in (target/debug or target/release).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test binary>
+    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+}
+
+/// Our static library, built by cargo as a dependency of this crate.
+pub fn staticlib() -> PathBuf {
+    let p = profile_dir().join("libwsp_ggml_backend.a");
+    assert!(p.exists(), "{} not found: build the workspace first", p.display());
+    p
+}
+
+pub fn cdylib() -> PathBuf {
+    let p = profile_dir().join("libwsp_ggml_backend.so");
+    assert!(p.exists(), "{} not found: build the workspace first", p.display());
+    p
+}
+
+/// The system libraries our staticlib needs (`rustc --print native-static-libs`).
+pub const NATIVE_STATIC_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+
+fn bin_dir(flavour: Flavour) -> PathBuf {
+    let d = out_dir().join("bin").join(flavour.tag());
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compile and link `sources` (relative to ffi-tests/c, or absolute) into
+/// an executable named `name` for `flavour`. Panics with the compiler output on failure.
+pub fn build(name: &str, sources: &[&str], flavour: Flavour) -> PathBuf {
+    build_with(name, sources, flavour, &[])
+}
+
+pub fn build_with(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str]) -> PathBuf {
+    let out = out_dir();
+    let exe = bin_dir(flavour).join(name);
+    let headers = match flavour {
+        Flavour::Ours => include_dir(),
+        Flavour::Original => out.join("ref"),
+    };
+    let mut cmd = Command::new(env!("FFI_CC"));
+    cmd.args(["-std=c11", "-O1", "-g", "-D_GNU_SOURCE", "-pthread", "-Wall", "-Wextra", "-Werror"])
+        .args(extra_flags)
+        .arg("-I")
+        .arg(&headers)
+        .arg("-I")
+        .arg(out.join("common"))
+        .arg("-I")
+        .arg(c_dir());
+    for s in sources {
+        let p = Path::new(s);
+        cmd.arg(if p.is_absolute() { p.to_path_buf() } else { c_dir().join(p) });
+    }
+    cmd.arg("-o").arg(&exe).arg("-Wl,--start-group");
+    match flavour {
+        Flavour::Ours => {
+            cmd.arg(out.join("libggml_alloc_ours.a")).arg(staticlib());
+        }
+        Flavour::Original => {
+            cmd.arg(out.join("libggml_alloc_ref.a")).arg(out.join("libggml_backend_ref.a"));
+        }
+    }
+    cmd.arg(out.join("libggml_core.a")).arg("-Wl,--end-group").args(NATIVE_STATIC_LIBS);
+    let o = cmd.output().expect("run the C compiler");
+    assert!(
+        o.status.success(),
+        "building {name} ({}) failed:\n{}{}",
+        flavour.tag(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    exe
+}
+
+pub fn run(exe: &Path, args: &[&str]) -> Output {
+    Command::new(exe).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+}
+
+fn describe(o: &Output) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let how = match (o.status.code(), o.status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (_, Some(s)) => format!("signal {s}"),
+        _ => "unknown status".into(),
+    };
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let tail: String = stderr.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+    format!("{how}; stderr tail:\n{tail}")
+}
+
+/// Compare two outputs under the convention above; Err describes the first difference.
+pub fn compare(ours: &str, orig: &str) -> Result<usize, String> {
+    let keep = |s: &str| -> Vec<String> { s.lines().filter(|l| !l.starts_with("~ ")).map(String::from).collect() };
+    let (a, b) = (keep(ours), keep(orig));
+    if a.len() != b.len() {
+        return Err(format!("line count differs: ours {} vs original {}", a.len(), b.len()));
+    }
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        if x == y {
+            continue;
+        }
+        if let (Some(xs), Some(ys)) = (x.strip_prefix("~le "), y.strip_prefix("~le ")) {
+            let split = |s: &str| s.rsplit_once(' ').map(|(k, v)| (k.to_string(), v.parse::<i64>()));
+            if let (Some((kx, Ok(vx))), Some((ky, Ok(vy)))) = (split(xs), split(ys)) {
+                if kx == ky && vx <= vy {
+                    continue;
+                }
+            }
+        }
+        return Err(format!("line {}: ours {:?} vs original {:?}", i + 1, x, y));
+    }
+    Ok(a.len())
+}
+
+/// Build `program` (plus `extra` sources) both ways, run both, and require
+/// success and identical output. Returns our stdout.
+pub fn differential(program: &str, extra: &[&str], args: &[&str]) -> String {
+    let mut sources = vec![program];
+    sources.extend_from_slice(extra);
+    let name = program.trim_end_matches(".c");
+    let ours = run(&build(name, &sources, Flavour::Ours), args);
+    let orig = run(&build(name, &sources, Flavour::Original), args);
+    assert!(orig.status.success(), "{name} with the original failed: {}", describe(&orig));
+    assert!(ours.status.success(), "{name} with our library failed: {}", describe(&ours));
+    let (so, sr) = (String::from_utf8_lossy(&ours.stdout).into_owned(), String::from_utf8_lossy(&orig.stdout).into_owned());
+    match compare(&so, &sr) {
+        Ok(n) => assert!(n > 0, "{name} printed nothing to compare"),
+        Err(e) => panic!("{name}: outputs differ: {e}"),
+    }
+    so
+}
+
+/// Build with our library only, run, require success; returns stdout.
+pub fn ours_only(program: &str, extra: &[&str], args: &[&str]) -> String {
+    let mut sources = vec![program];
+    sources.extend_from_slice(extra);
+    let name = program.trim_end_matches(".c");
+    let o = run(&build(name, &sources, Flavour::Ours), args);
+    assert!(o.status.success(), "{name} {args:?} with our library failed: {}", describe(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compare;
+
+    #[test]
+    fn compare_rules() {
+        assert!(compare("a\nb\n", "a\nb\n").is_ok());
+        assert!(compare("a\nb\n", "a\nc\n").is_err());
+        assert!(compare("a\n~le copies X 3\n", "a\n~le copies X 5\n").is_ok());
+        assert!(compare("a\n~le copies X 6\n", "a\n~le copies X 5\n").is_err());
+        assert!(compare("a\n~le copies Y 1\n", "a\n~le copies X 5\n").is_err());
+        assert!(compare("a\n~ info 1\n", "a\n~ info 2\n~ more\n").is_ok());
+        assert!(compare("a\n", "a\nb\n").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! Generating `include/ggml-backend.h` and `include/ggml-backend-impl.h` with
+//! cbindgen from the root crate, split the way the original headers are: the
+//! public header has opaque handles and every function but `buffer_init`; the
+//! impl header has the two interface structs, the two handle structs and
+//! `buffer_init`.
+
+use std::path::{Path, PathBuf};
+
+/// Items that belong to the implementation header only.
+const IMPL_ITEMS: &[&str] = &[
+    "wsp_ggml_backend_buffer_context_t",
+    "wsp_ggml_backend_buffer_i",
+    "wsp_ggml_backend_buffer",
+    "wsp_ggml_backend_buffer_init",
+    "wsp_ggml_backend_context_t",
+    "wsp_ggml_backend_i",
+    "wsp_ggml_backend",
+];
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("ffi-tests is inside the workspace").to_path_buf()
+}
+
+fn base_config(root: &Path) -> cbindgen::Config {
+    cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml is valid")
+}
+
+fn generate(config: cbindgen::Config, root: &Path) -> String {
+    let bindings = cbindgen::Builder::new()
+        .with_crate(root)
+        .with_config(config)
+        .generate()
+        .expect("cbindgen generates the header");
+    let mut out = Vec::new();
+    bindings.write(&mut out);
+    String::from_utf8(out).expect("header is UTF-8")
+}
+
+/// Every item name the generator can see: all exported functions and types.
+fn all_items(root: &Path) -> Vec<String> {
+    let src = std::fs::read_to_string(root.join("src/ffi/mod.rs")).expect("read src/ffi/mod.rs");
+    let mut names: Vec<String> = src
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("pub unsafe extern \"C\" fn "))
+        .map(|rest| rest.split('(').next().unwrap_or_default().trim().to_string())
+        .collect();
+    names.extend(
+        ["wsp_ggml_backend_buffer_t", "wsp_ggml_backend_t", "wsp_ggml_backend_graph_plan_t", "wsp_ggml_backend_sched_t", "wsp_ggml_backend_sched"]
+            .map(String::from),
+    );
+    names
+}
+
+/// (public header, impl header) as they should be committed.
+pub fn generate_headers() -> (String, String) {
+    let root = workspace_root();
+
+    let mut public = base_config(&root);
+    public.includes = vec!["ggml.h".into(), "ggml-alloc.h".into()];
+    public.after_includes = Some(
+        "\n// Opaque handles; their layouts are in ggml-backend-impl.h.\nstruct wsp_ggml_backend_buffer;\nstruct wsp_ggml_backend;\nstruct wsp_ggml_backend_sched;"
+            .into(),
+    );
+    public.export.exclude.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
+    public.export.exclude.push("wsp_ggml_backend_sched".into());
+    for opaque in ["wsp_ggml_backend_buffer", "wsp_ggml_backend", "wsp_ggml_backend_sched"] {
+        public.export.rename.insert(opaque.into(), format!("struct {opaque}"));
+    }
+
+    let mut imp = base_config(&root);
+    imp.includes = vec!["ggml-backend.h".into()];
+    imp.export.include.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
+    imp.export.exclude.extend(all_items(&root).into_iter().filter(|n| !IMPL_ITEMS.contains(&n.as_str())));
+
+    (generate(public, &root), generate(imp, &root))
+}

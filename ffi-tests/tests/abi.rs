@@ -1,0 +1,141 @@
+//! The library as a C user sees it: generated headers, struct layouts,
+//! exported symbols, and linking whisper.cpp against it.
+
+use ffi_tests::harness::{self, Flavour};
+use ffi_tests::headers;
+use std::process::Command;
+
+#[test]
+fn committed_headers_match_generated() {
+    let root = headers::workspace_root();
+    let (public, imp) = headers::generate_headers();
+    for (file, fresh) in [("include/ggml-backend.h", public), ("include/ggml-backend-impl.h", imp)] {
+        let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "{file} is stale: regenerate it with `cargo run -p ffi-tests --bin gen-headers` and commit it"
+        );
+    }
+}
+
+#[test]
+fn impl_struct_layouts_match_original_header() {
+    // Expected values come from compiling the original header.
+    let printer = harness::build("layout_print", &["layout_print.c"], Flavour::Original);
+    let out = harness::run(&printer, &[]);
+    assert!(out.status.success());
+    let gen_dir = harness::out_dir().join("layout");
+    std::fs::create_dir_all(&gen_dir).unwrap();
+    std::fs::write(gen_dir.join("layout_expected.h"), &out.stdout).unwrap();
+    let inc = format!("-I{}", gen_dir.display());
+    let exe = harness::build_with("layout_check", &["layout_check.c"], Flavour::Ours, &[&inc]);
+    let o = harness::run(&exe, &[]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "layout ok\n");
+}
+
+fn defined_symbols(path: &std::path::Path, dynamic: bool) -> Vec<String> {
+    let mut cmd = Command::new("nm");
+    cmd.arg("--defined-only").arg("--extern-only");
+    if dynamic {
+        cmd.arg("-D");
+    }
+    let o = cmd.arg(path).output().expect("run nm (binutils)");
+    assert!(o.status.success(), "nm failed: {}", String::from_utf8_lossy(&o.stderr));
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The 35 functions of the original.
+const EXPORTS: &[&str] = &[
+    "wsp_ggml_backend_alloc_buffer", "wsp_ggml_backend_buffer_free", "wsp_ggml_backend_buffer_free_tensor",
+    "wsp_ggml_backend_buffer_get_alignment", "wsp_ggml_backend_buffer_get_alloc_size", "wsp_ggml_backend_buffer_get_base",
+    "wsp_ggml_backend_buffer_get_size", "wsp_ggml_backend_buffer_init", "wsp_ggml_backend_buffer_init_tensor",
+    "wsp_ggml_backend_cpu_buffer_from_ptr", "wsp_ggml_backend_cpu_init", "wsp_ggml_backend_cpu_set_n_threads",
+    "wsp_ggml_backend_free", "wsp_ggml_backend_get_alignment", "wsp_ggml_backend_graph_compute",
+    "wsp_ggml_backend_graph_plan_compute", "wsp_ggml_backend_graph_plan_create", "wsp_ggml_backend_graph_plan_free",
+    "wsp_ggml_backend_is_cpu", "wsp_ggml_backend_name", "wsp_ggml_backend_sched_free", "wsp_ggml_backend_sched_get_buffer",
+    "wsp_ggml_backend_sched_get_tallocr", "wsp_ggml_backend_sched_graph_compute", "wsp_ggml_backend_sched_init_measure",
+    "wsp_ggml_backend_sched_new", "wsp_ggml_backend_sched_set_node_backend", "wsp_ggml_backend_supports_op",
+    "wsp_ggml_backend_synchronize", "wsp_ggml_backend_tensor_copy", "wsp_ggml_backend_tensor_get",
+    "wsp_ggml_backend_tensor_get_async", "wsp_ggml_backend_tensor_set", "wsp_ggml_backend_tensor_set_async",
+    "wsp_ggml_get_backend",
+];
+
+#[test]
+fn shared_library_exports_exactly_the_api() {
+    let syms = defined_symbols(&harness::cdylib(), true);
+    let unexpected: Vec<&String> = syms.iter().filter(|s| !s.starts_with("wsp_ggml_backend_") && s.as_str() != "wsp_ggml_get_backend").collect();
+    assert!(unexpected.is_empty(), "the .so exports symbols outside the API: {unexpected:?}");
+    for e in EXPORTS {
+        assert!(syms.iter().any(|s| s == e), "the .so does not export {e}");
+    }
+}
+
+#[test]
+fn static_library_defines_no_ggml_symbol_but_ours() {
+    let syms = defined_symbols(&harness::staticlib(), false);
+    let foreign: Vec<&String> = syms
+        .iter()
+        .filter(|s| s.starts_with("wsp_") && !s.starts_with("wsp_ggml_backend_") && s.as_str() != "wsp_ggml_get_backend")
+        .collect();
+    assert!(foreign.is_empty(), "the .a defines ggml symbols it must import: {foreign:?}");
+    for e in EXPORTS {
+        assert!(syms.iter().any(|s| s == e), "the .a does not define {e}");
+    }
+}
+
+/// whisper.cpp (C++) compiles against our headers unchanged and links with
+/// our library plus the rest of ggml.
+#[test]
+fn whisper_cpp_compiles_and_links_against_our_library() {
+    let out = harness::out_dir();
+    let dir = out.join("whisper-link");
+    std::fs::create_dir_all(&dir).unwrap();
+    let obj = dir.join("whisper.o");
+    let o = Command::new(env!("FFI_CXX"))
+        .args(["-std=c++11", "-O0", "-D_GNU_SOURCE", "-pthread", "-c", "-w"])
+        .arg("-I")
+        .arg(harness::include_dir())
+        .arg("-I")
+        .arg(out.join("common"))
+        .arg(out.join("common/whisper.cpp"))
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "whisper.cpp does not compile against our headers:\n{}", String::from_utf8_lossy(&o.stderr));
+    let main = dir.join("main.c");
+    std::fs::write(
+        &main,
+        "#include \"whisper.h\"\n#include <stdio.h>\nint main(void) {\n    \
+         struct whisper_context * ctx = whisper_init_from_file(\"/nonexistent-model.bin\");\n    \
+         printf(\"%s\\n\", ctx == NULL ? \"no model, as expected\" : \"?\");\n    return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.join("whisper-link");
+    let o = Command::new(env!("FFI_CXX"))
+        .arg("-xc")
+        .arg("-I")
+        .arg(out.join("common"))
+        .arg(&main)
+        .arg("-xnone")
+        .arg(&obj)
+        .arg("-o")
+        .arg(&exe)
+        .arg("-Wl,--start-group")
+        .arg(out.join("libggml_alloc_ours.a"))
+        .arg(harness::staticlib())
+        .arg(out.join("libggml_core.a"))
+        .arg("-Wl,--end-group")
+        .args(harness::NATIVE_STATIC_LIBS)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "whisper.cpp does not link with our library:\n{}", String::from_utf8_lossy(&o.stderr));
+    let r = harness::run(&exe, &[]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "no model, as expected\n");
+}
