@@ -217,6 +217,17 @@ static void case_many_splits(int n) {
     printf("ok many_splits\n");
 }
 
+// o = soft_max(sum_i wa[i] * xc[i]); every mul has its own CPU-resident input
+static struct wsp_ggml_tensor * inputs_build(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor ** wa,
+                                             struct wsp_ggml_tensor ** xc, int n) {
+    struct wsp_ggml_tensor * acc = NULL;
+    for (int i = 0; i < n; i++) {
+        struct wsp_ggml_tensor * p = wsp_ggml_mul(ctx, wa[i], xc[i]);
+        acc = acc == NULL ? p : wsp_ggml_add(ctx, acc, p);
+    }
+    return wsp_ggml_soft_max(ctx, acc);
+}
+
 // One split on the test backend that consumes n tensors living on the CPU.
 static void case_many_inputs(int n) {
     if (n <= 0) {
@@ -237,60 +248,40 @@ static void case_many_inputs(int n) {
         wa[i] = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, E, T); su_store_put(&sa, wa[i], &r, 1.0f);
         xc[i] = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, E, T); su_store_put(&sc, xc[i], &r, 1.0f);
     }
-    // o = sum_i (wa[i] * xc[i]) ; every mul has its own CPU-resident input
-    float * ref = NULL;
-    for (int pass = 0; pass < 4; pass++) {
-        // pass 0: reference; pass 1: measure; pass 2, 3: compute
-        struct wsp_ggml_context * ctx = pass == 0 ? su_host_ctx((size_t)(4 * n + 8) * (wsp_ggml_tensor_overhead() + E * T * sizeof(float)) + wsp_ggml_graph_overhead() + (1 << 20))
-                                                  : su_graph_ctx((size_t)(4 * n + 8), WSP_GGML_DEFAULT_GRAPH_SIZE);
-        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
-        struct wsp_ggml_tensor * acc = NULL;
-        for (int i = 0; i < n; i++) {
-            struct wsp_ggml_tensor * p = wsp_ggml_mul(ctx, wa[i], xc[i]);
-            acc = acc == NULL ? p : wsp_ggml_add(ctx, acc, p);
-        }
-        struct wsp_ggml_tensor * o = wsp_ggml_soft_max(ctx, acc);
+
+    float ref[E * T];
+    {
+        struct wsp_ggml_context * hctx = su_host_ctx((size_t)(2 * n + 8) * (wsp_ggml_tensor_overhead() + E * T * sizeof(float))
+                                                     + wsp_ggml_graph_overhead() + (1 << 20));
+        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(hctx);
+        struct wsp_ggml_tensor * o = inputs_build(hctx, wa, xc, n);
         wsp_ggml_build_forward_expand(g, o);
-        if (pass == 0) {
-            su_ref_compute(g, 2);
-            ref = (float *)malloc(wsp_ggml_nbytes(o));
-            CHECK(ref != NULL);
-            memcpy(ref, o->data, wsp_ggml_nbytes(o));
-        } else if (pass == 1) {
-            wsp_ggml_backend_sched_init_measure(NULL, NULL); // replaced below
-        }
-        wsp_ggml_free(ctx);
-        if (pass == 0) {
-            break;
-        }
+        su_ref_compute(g, 2);
+        memcpy(ref, o->data, sizeof(ref));
+        wsp_ggml_free(hctx);
     }
+
     wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
     CHECK(sched != NULL);
-    for (int pass = 1; pass < 4; pass++) {
-        struct wsp_ggml_context * ctx = su_graph_ctx((size_t)(4 * n + 8), WSP_GGML_DEFAULT_GRAPH_SIZE);
+    for (int it = 0; it < 3; it++) {
+        struct wsp_ggml_context * ctx = su_graph_ctx((size_t)(2 * n + 8), WSP_GGML_DEFAULT_GRAPH_SIZE);
         struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
-        struct wsp_ggml_tensor * acc = NULL;
-        for (int i = 0; i < n; i++) {
-            struct wsp_ggml_tensor * p = wsp_ggml_mul(ctx, wa[i], xc[i]);
-            acc = acc == NULL ? p : wsp_ggml_add(ctx, acc, p);
-        }
-        struct wsp_ggml_tensor * o = wsp_ggml_soft_max(ctx, acc);
+        struct wsp_ggml_tensor * o = inputs_build(ctx, wa, xc, n);
         wsp_ggml_build_forward_expand(g, o);
-        if (pass == 1) {
+        if (it == 0) {
             wsp_ggml_backend_sched_init_measure(sched, g);
         } else {
             long gc = test_backend_stats(ba)->calls[TB_GRAPH_COMPUTE];
             wsp_ggml_backend_sched_graph_compute(sched, g);
             CHECK(test_backend_stats(ba)->calls[TB_GRAPH_COMPUTE] == gc + 1); // a single split
             CHECK(wsp_ggml_get_backend(o) == ba);
-            float * got = (float *)su_read(o);
-            CHECK(memcmp(got, ref, wsp_ggml_nbytes(o)) == 0);
-            free(got);
+            float got[E * T];
+            wsp_ggml_backend_tensor_get(o, got, 0, sizeof(got));
+            CHECK(memcmp(got, ref, sizeof(ref)) == 0);
         }
         wsp_ggml_free(ctx);
     }
     wsp_ggml_backend_sched_free(sched);
-    free(ref);
     free(wa);
     free(xc);
     wsp_ggml_free(wctx);
@@ -299,4 +290,176 @@ static void case_many_inputs(int n) {
     wsp_ggml_backend_free(ba);
     wsp_ggml_backend_free(cpu);
     printf("ok many_inputs\n");
+}
+
+// n_test test backends + CPU; layer i lives on backend i % (n_test + 1).
+static void case_many_backends(int n_test) {
+    if (n_test <= 0) {
+        n_test = 6;
+    }
+    const int nb = n_test + 1;
+    wsp_ggml_backend_t * bk = (wsp_ggml_backend_t *)malloc(sizeof(*bk) * (size_t)nb);
+    struct su_store * st = (struct su_store *)malloc(sizeof(*st) * (size_t)nb);
+    CHECK(bk != NULL && st != NULL);
+    for (int i = 0; i < n_test; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "MB%d", i);
+        bk[i] = su_test_backend(name, (size_t)16 << (i % 4), i % 2 == 0, i % 3 == 0, i % 2 == 1);
+    }
+    bk[n_test] = wsp_ggml_backend_cpu_init();
+    for (int i = 0; i < nb; i++) {
+        su_store_init(&st[i], bk[i], 1 << 16);
+    }
+    const int n_layer = 3 * nb + 1;
+    struct su_store ** ls = (struct su_store **)malloc(sizeof(*ls) * (size_t)n_layer);
+    CHECK(ls != NULL);
+    for (int i = 0; i < n_layer; i++) {
+        ls[i] = &st[(i * 5) % nb]; // visit the backends in a scrambled order
+    }
+    struct chain c;
+    chain_init(&c, n_layer, ls, &st[n_test], 99);
+    float * ref = chain_reference(&c, n_layer);
+
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(bk, nb);
+    CHECK(sched != NULL);
+    chain_measure(sched, &c, n_layer, WSP_GGML_DEFAULT_GRAPH_SIZE);
+    long * gc0 = (long *)malloc(sizeof(long) * (size_t)n_test);
+    CHECK(gc0 != NULL);
+    for (int i = 0; i < n_test; i++) {
+        gc0[i] = test_backend_stats(bk[i])->calls[TB_GRAPH_COMPUTE];
+    }
+    for (int it = 0; it < 3; it++) {
+        chain_compute_check(sched, &c, n_layer, WSP_GGML_DEFAULT_GRAPH_SIZE, ref);
+    }
+    for (int i = 0; i < n_test; i++) {
+        CHECK(test_backend_stats(bk[i])->calls[TB_GRAPH_COMPUTE] - gc0[i] >= 3 * 3);
+        CHECK(wsp_ggml_backend_sched_get_buffer(sched, bk[i]) != NULL);
+        CHECK(wsp_ggml_backend_sched_get_tallocr(sched, bk[i]) != NULL);
+    }
+    wsp_ggml_backend_sched_free(sched);
+    free(gc0);
+    free(ref);
+    chain_free(&c);
+    free(ls);
+    for (int i = 0; i < nb; i++) {
+        su_store_free(&st[i]);
+    }
+    for (int i = 0; i < nb; i++) {
+        wsp_ggml_backend_free(bk[i]);
+    }
+    free(st);
+    free(bk);
+    printf("ok many_backends\n");
+}
+
+// Measured with a short chain in a small graph; computes a much longer chain
+// (same tensor sizes) built in a graph with a larger capacity.
+// n > 0: number of layers of the long chain; "samecap" keeps the default capacity.
+static void case_big_graph(int n, bool same_capacity) {
+    if (n <= 0) {
+        n = 400;
+    }
+    wsp_ggml_backend_t ba = su_test_backend("BIG_A", 128, true, true, true);
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t backends[2] = { ba, cpu };
+    struct su_store sa, sc;
+    su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
+    su_store_init(&sc, cpu, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
+    struct su_store ** ls = (struct su_store **)malloc(sizeof(*ls) * (size_t)n);
+    CHECK(ls != NULL);
+    // runs of four layers per backend (fewer splits than layers)
+    for (int i = 0; i < n; i++) {
+        ls[i] = (i / 4) % 2 == 0 ? &sa : &sc;
+    }
+    struct chain c;
+    chain_init(&c, n, ls, &sc, 123);
+    float * ref = chain_reference(&c, n);
+
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+    CHECK(sched != NULL);
+    const size_t small_cap = same_capacity ? WSP_GGML_DEFAULT_GRAPH_SIZE : 64;
+    chain_measure(sched, &c, 12, small_cap);
+    const size_t big_cap = same_capacity ? WSP_GGML_DEFAULT_GRAPH_SIZE : graph_size_for(n) * 2;
+    for (int it = 0; it < 2; it++) {
+        chain_compute_check(sched, &c, n, big_cap, ref);
+    }
+    // a short chain still works afterwards
+    float * ref8 = chain_reference(&c, 8);
+    chain_compute_check(sched, &c, 8, small_cap, ref8);
+    free(ref8);
+    wsp_ggml_backend_sched_free(sched);
+    free(ref);
+    chain_free(&c);
+    free(ls);
+    su_store_free(&sa);
+    su_store_free(&sc);
+    wsp_ggml_backend_free(ba);
+    wsp_ggml_backend_free(cpu);
+    printf("ok big_graph\n");
+}
+
+// Many schedulers created, measured, used and freed; no test-backend buffer may leak.
+static void case_many_scheds(int n) {
+    if (n <= 0) {
+        n = 1000;
+    }
+    wsp_ggml_backend_t ba = su_test_backend("MS_A", 64, true, true, true);
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    struct su_store sa, sc;
+    su_store_init(&sa, ba, 1 << 16);
+    su_store_init(&sc, cpu, 1 << 16);
+    struct su_store * ls[4] = { &sa, &sc, &sa, &sc };
+    struct chain c;
+    chain_init(&c, 4, ls, &sc, 31);
+    float * ref = chain_reference(&c, 4);
+    const long live0 = test_backend_live_buffers();
+    for (int i = 0; i < n; i++) {
+        wsp_ggml_backend_t backends[2];
+        backends[0] = i % 2 == 0 ? ba : cpu;
+        backends[1] = i % 2 == 0 ? cpu : ba;
+        wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+        CHECK(sched != NULL);
+        if (i % 3 != 2) { // some schedulers are freed without ever being measured
+            chain_measure(sched, &c, 4, WSP_GGML_DEFAULT_GRAPH_SIZE);
+            if (i % 3 == 0) {
+                chain_compute_check(sched, &c, 4, WSP_GGML_DEFAULT_GRAPH_SIZE, ref);
+            }
+        }
+        wsp_ggml_backend_sched_free(sched);
+        CHECK(test_backend_live_buffers() == live0);
+    }
+    free(ref);
+    chain_free(&c);
+    su_store_free(&sa);
+    su_store_free(&sc);
+    CHECK(test_backend_live_buffers() == 0);
+    wsp_ggml_backend_free(ba);
+    wsp_ggml_backend_free(cpu);
+    printf("ok many_scheds\n");
+}
+
+int main(int argc, char ** argv) {
+    const char * which = argc > 1 ? argv[1] : NULL;
+    const int n = argc > 2 ? atoi(argv[2]) : 0;
+    const bool samecap = argc > 3 && strcmp(argv[3], "samecap") == 0;
+    bool any = false;
+#define RUN(name, call)                                   \
+    if (which == NULL || strcmp(which, name) == 0) {      \
+        call;                                             \
+        fflush(stdout);                                   \
+        any = true;                                       \
+    }
+    RUN("set_node_backend", case_set_node_backend(n));
+    RUN("many_splits", case_many_splits(n));
+    RUN("many_inputs", case_many_inputs(n));
+    RUN("many_backends", case_many_backends(n));
+    RUN("big_graph", case_big_graph(n, samecap));
+    RUN("many_scheds", case_many_scheds(n));
+#undef RUN
+    if (!any) {
+        fprintf(stderr, "unknown case %s\n", which);
+        return 2;
+    }
+    return 0;
 }

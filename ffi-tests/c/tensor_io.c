@@ -25,7 +25,7 @@ static void make_tensors(struct io_case * c) {
     c->t[4] = wsp_ggml_new_tensor_4d(c->ctx, WSP_GGML_TYPE_F32, 3, 4, 5, 2);
     c->t[5] = wsp_ggml_new_tensor_1d(c->ctx, WSP_GGML_TYPE_F32, 1);
     for (int i = 0; i < N_T; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof(name), "t%d", i);
         wsp_ggml_set_name(c->t[i], name);
     }

@@ -46,17 +46,38 @@ pub fn profile_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
 }
 
+/// The newest `file` cargo produced in this profile. Built as a dependency of
+/// ffi-tests, the library lands in `deps/`; built as a workspace member it is
+/// also copied to the profile directory. Taking the newest copy means the
+/// tests always link the library that was compiled for this test run.
+fn newest_artifact(file: &str) -> PathBuf {
+    let dir = profile_dir();
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    let ext = file.rsplit_once('.').map_or("", |(_, e)| e);
+    let mut candidates = vec![dir.join(file), dir.join("deps").join(file)];
+    if let Ok(rd) = std::fs::read_dir(dir.join("deps")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{stem}-")) && name.ends_with(&format!(".{ext}")) {
+                candidates.push(e.path());
+            }
+        }
+    }
+    candidates
+        .into_iter()
+        .filter_map(|p| std::fs::metadata(&p).and_then(|m| m.modified()).ok().map(|t| (t, p)))
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("{file} not found under {}: build the workspace first", dir.display()))
+}
+
 /// Our static library, built by cargo as a dependency of this crate.
 pub fn staticlib() -> PathBuf {
-    let p = profile_dir().join("libwsp_ggml_backend.a");
-    assert!(p.exists(), "{} not found: build the workspace first", p.display());
-    p
+    newest_artifact("libwsp_ggml_backend.a")
 }
 
 pub fn cdylib() -> PathBuf {
-    let p = profile_dir().join("libwsp_ggml_backend.so");
-    assert!(p.exists(), "{} not found: build the workspace first", p.display());
-    p
+    newest_artifact("libwsp_ggml_backend.so")
 }
 
 /// The system libraries our staticlib needs (`rustc --print native-static-libs`).
