@@ -170,8 +170,15 @@ static SU_UNUSED const char * su_backend_of(const struct wsp_ggml_tensor * t) {
 }
 
 // "~le" line with the size of the scheduler's compute buffer for a backend.
+// The size is rounded down to the backend's alignment: with the original, the
+// measured size of a CPU buffer includes the padding needed to align malloc's
+// address (0..63 bytes, depends on the heap layout), which is not a property
+// of the scheduler.
 static SU_UNUSED void su_print_sched_buffer(const char * label, wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t b) {
     wsp_ggml_backend_buffer_t buf = wsp_ggml_backend_sched_get_buffer(sched, b);
     CHECK(buf != NULL);
-    printf("~le %s sched_buffer_size %s %zu\n", label, wsp_ggml_backend_name(b), wsp_ggml_backend_buffer_get_size(buf));
+    size_t size = wsp_ggml_backend_buffer_get_size(buf);
+    size_t align = wsp_ggml_backend_get_alignment(b);
+    CHECK(align > 0);
+    printf("~le %s sched_buffer_size %s %zu\n", label, wsp_ggml_backend_name(b), size - size % align);
 }

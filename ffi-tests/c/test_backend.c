@@ -45,6 +45,8 @@ struct tb_buffer {
     size_t size;  // usable bytes from base
 };
 
+static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g);
+
 struct tb_plan {
     struct wsp_ggml_cplan cplan;
     struct wsp_ggml_cgraph graph;
@@ -251,8 +253,29 @@ static void tb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_g
     ctx->stats.calls[TB_GRAPH_PLAN_COMPUTE]++;
     struct tb_plan * p = (struct tb_plan *)plan;
     TB_CHECK(p != NULL);
+    tb_log_graph(ctx, &p->graph);
     wsp_ggml_graph_compute(&p->graph, &p->cplan);
     ctx->stats.nodes_computed += p->graph.n_nodes;
+}
+
+// With TEST_BACKEND_LOG set in the environment, every graph a test backend
+// computes is printed (backend, node count, node names): this makes each
+// node's backend assignment and every split boundary part of the compared
+// output.
+static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char * v = getenv("TEST_BACKEND_LOG");
+        enabled = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+    }
+    if (!enabled) {
+        return;
+    }
+    printf("graph %s n=%d:", ctx->name, g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++) {
+        printf(" %s", g->nodes[i]->name);
+    }
+    printf("\n");
 }
 
 static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
@@ -264,6 +287,7 @@ static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph 
         cplan.work_data = (uint8_t *)malloc(cplan.work_size);
         TB_CHECK(cplan.work_data != NULL);
     }
+    tb_log_graph(ctx, cgraph);
     wsp_ggml_graph_compute(cgraph, &cplan);
     free(cplan.work_data);
     ctx->stats.nodes_computed += cgraph->n_nodes;

@@ -137,7 +137,13 @@ pub fn build_with(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &
 }
 
 pub fn run(exe: &Path, args: &[&str]) -> Output {
-    Command::new(exe).args(args).output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+    // Test backends print every graph they compute (see test_backend.c), so
+    // node assignments and split boundaries are compared too.
+    Command::new(exe)
+        .args(args)
+        .env("TEST_BACKEND_LOG", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
 }
 
 fn describe(o: &Output) -> String {

@@ -30,3 +30,45 @@ fn allocr_legacy() {
 fn tensor_copy_routes() {
     differential("tensor_copy_routes.c", TB, &[]);
 }
+
+/// Documented differences from the original, checked on our library alone.
+#[test]
+fn ours_documented_differences() {
+    let out = ffi_tests::harness::ours_only("ours_extras.c", &[], &[]);
+    for line in [
+        "ok aligned cpu buffer base",
+        "ok is_cpu(NULL) == false",
+        "ok alignment of a backend-less from_ptr buffer",
+        "ok copy slots receive the backend",
+        "ok NULL frees are no-ops",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
+    }
+}
+
+// Scheduler (issue: the original's assignment without its limits).
+
+#[test]
+fn sched_two_backends() {
+    differential("sched_two.c", TB, &[]);
+}
+
+#[test]
+fn sched_three_backends() {
+    differential("sched_three.c", TB, &[]);
+}
+
+#[test]
+fn sched_four_backends() {
+    differential("sched_four.c", TB, &[]);
+}
+
+#[test]
+fn sched_measure_then_smaller_graphs() {
+    differential("sched_measure.c", TB, &[]);
+}
+
+#[test]
+fn sched_assignment_rules() {
+    differential("sched_rules.c", TB, &[]);
+}
