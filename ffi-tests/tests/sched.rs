@@ -1,0 +1,46 @@
+//! Scheduler behaviour beyond the original's reach, checked on our library
+//! alone: results are compared (inside the C programs) with the same graph
+//! computed on the CPU backend alone or by plain ggml.c.
+
+use ffi_tests::harness::{self, Flavour};
+use std::os::unix::process::ExitStatusExt;
+
+const TB: &[&str] = &["test_backend.c"];
+
+#[test]
+fn beyond_the_original_limits() {
+    let out = harness::ours_only("sched_beyond.c", TB, &[]);
+    let oks = out.lines().filter(|l| l.starts_with("ok ")).count();
+    assert!(oks >= 6, "expected at least 6 'ok' lines, got:\n{out}");
+    assert!(!out.lines().any(|l| l.starts_with("FAIL")), "{out}");
+}
+
+#[test]
+fn independent_schedulers_on_four_threads() {
+    let out = harness::ours_only("sched_threads.c", TB, &[]);
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
+/// Each misuse case runs in its own process: it must die by SIGABRT with a
+/// message naming the function (never a segfault, an exit(1) or silence).
+#[test]
+fn misuse_aborts_with_a_message_naming_the_function() {
+    let exe = harness::build("sched_misuse", &["sched_misuse.c", "test_backend.c"], Flavour::Ours);
+    let list = harness::run(&exe, &[]);
+    assert!(list.status.success());
+    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    assert!(cases.len() >= 10, "expected at least 10 misuse cases, got {cases:?}");
+    for case in &cases {
+        let o = harness::run(&exe, &[case]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.signal(), Some(libc_sigabrt()), "case {case}: expected SIGABRT, got {:?}; stderr:\n{stderr}", o.status);
+        assert!(
+            stderr.contains("wsp_ggml_backend: wsp_ggml_backend_sched_") || stderr.contains("wsp_ggml_backend: wsp_ggml_backend_"),
+            "case {case}: stderr does not name the function:\n{stderr}"
+        );
+    }
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
