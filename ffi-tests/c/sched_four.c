@@ -4,7 +4,7 @@
 //   GPU_B (alignment 256, cpy_tensor_to only,   no buffer hooks),
 //   GPU_C (alignment 32,  neither,              buffer hooks),
 //   CPU   (last).
-// Copies between GPU_C and GPU_B/GPU_C have to fall back to get/set.
+// Copies from GPU_A or GPU_C into GPU_B have to fall back to get/set.
 // Layer weights rotate over the four backends; a cross-attention reads an
 // "encoder memory" on GPU_B through a transpose; a permuted weight, views of
 // a result computed elsewhere, and an input allocated with the scheduler's

@@ -52,6 +52,7 @@ struct tb_plan {
     struct wsp_ggml_cgraph graph;
 };
 
+// updated atomically: schedulers on several threads allocate and free buffers
 static long g_live_buffers = 0;
 
 static void tb_ctx_unref(struct tb_context * ctx) {
@@ -97,7 +98,7 @@ static void tb_buffer_free_buffer(wsp_ggml_backend_buffer_t buffer) {
     tb_ctx_unref(b->owner);
     free(b);
     buffer->context = NULL;
-    g_live_buffers--;
+    __atomic_sub_fetch(&g_live_buffers, 1, __ATOMIC_SEQ_CST);
 }
 
 static void * tb_buffer_get_base(wsp_ggml_backend_buffer_t buffer) {
@@ -156,7 +157,7 @@ static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, siz
     // deterministic content for never-written bytes
     memset(b->mem, 0xA5, size + ctx->alignment);
     ctx->refs++;
-    g_live_buffers++;
+    __atomic_add_fetch(&g_live_buffers, 1, __ATOMIC_SEQ_CST);
 
     struct wsp_ggml_backend_buffer_i iface = {
         /* .free_buffer    = */ tb_buffer_free_buffer,
@@ -368,7 +369,7 @@ struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend) {
 }
 
 long test_backend_live_buffers(void) {
-    return g_live_buffers;
+    return __atomic_load_n(&g_live_buffers, __ATOMIC_SEQ_CST);
 }
 
 void test_backend_print_stats(wsp_ggml_backend_t backend) {
