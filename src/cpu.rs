@@ -319,3 +319,15 @@ unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut
 unsafe extern "C" fn cpu_supports_op(_backend: wsp_ggml_backend_t, _op: *const wsp_ggml_tensor) -> bool {
     true
 }
+
+/// `wsp_ggml_backend_cpu_set_abort_callback`: handed to ggml's cplan, which
+/// checks it between nodes and stops the compute when it returns true.
+pub fn set_abort_callback(
+    backend: BackendRef,
+    callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
+    data: *mut c_void,
+) {
+    let ctx = cpu_context(backend, "wsp_ggml_backend_cpu_set_abort_callback");
+    ctx.abort_callback = callback;
+    ctx.abort_callback_data = data;
+}

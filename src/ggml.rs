@@ -124,7 +124,29 @@ const _: () = {
     assert!(offset_of!(wsp_ggml_cplan, abort_callback) == 24);
 };
 
+/// Opaque `struct wsp_ggml_context` (ggml.h).
+#[repr(C)]
+pub struct wsp_ggml_context {
+    _private: [u8; 0],
+}
+
+/// `struct wsp_ggml_init_params` (ggml.h).
+#[repr(C)]
+pub struct wsp_ggml_init_params {
+    pub mem_size: usize,
+    pub mem_buffer: *mut c_void,
+    pub no_alloc: bool,
+}
+
 extern "C" {
+    pub fn wsp_ggml_init(params: wsp_ggml_init_params) -> *mut wsp_ggml_context;
+    pub fn wsp_ggml_free(ctx: *mut wsp_ggml_context);
+    pub fn wsp_ggml_tensor_overhead() -> usize;
+    pub fn wsp_ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
+    pub fn wsp_ggml_new_graph_custom(ctx: *mut wsp_ggml_context, size: usize, grads: bool) -> *mut wsp_ggml_cgraph;
+    pub fn wsp_ggml_dup_tensor(ctx: *mut wsp_ggml_context, src: *const wsp_ggml_tensor) -> *mut wsp_ggml_tensor;
+    pub fn wsp_ggml_tallocr_new_from_buffer(buffer: *mut crate::buffer::wsp_ggml_backend_buffer) -> wsp_ggml_tallocr_t;
+    pub fn wsp_ggml_tallocr_alloc(talloc: wsp_ggml_tallocr_t, tensor: *mut wsp_ggml_tensor);
     pub fn wsp_ggml_nbytes(tensor: *const wsp_ggml_tensor) -> usize;
     pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
     pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
@@ -233,6 +255,35 @@ impl TensorRef {
             t.backend = backend;
             t.buffer = buffer;
             t.data = if data.is_null() { data } else { data.cast::<u8>().add(t.view_offs).cast() };
+        }
+    }
+    /// Make `self` (a fresh tensor from `wsp_ggml_dup_tensor`) a copy of
+    /// `src`'s metadata: strides, op, op params and name (not data or sources).
+    pub fn copy_meta_from(self, src: TensorRef) {
+        let s = src.get();
+        let (nb, op, op_params, name) = (s.nb, s.op, s.op_params, s.name);
+        // SAFETY: TensorRef invariant; `self` is a tensor we just created.
+        unsafe {
+            let t = &mut *self.as_ptr();
+            t.nb = nb;
+            t.op = op;
+            t.op_params = op_params;
+            t.name = name;
+        }
+    }
+    pub fn set_view(self, view_src: TensorRef, view_offs: usize) {
+        // SAFETY: TensorRef invariant; `self` is a tensor we just created.
+        unsafe {
+            (*self.as_ptr()).view_src = view_src.as_ptr();
+            (*self.as_ptr()).view_offs = view_offs;
+        }
+    }
+    /// Forget an allocation (after a measure pass set fake addresses).
+    pub fn clear_allocation(self) {
+        // SAFETY: TensorRef invariant; `self` is a tensor we created.
+        unsafe {
+            (*self.as_ptr()).data = core::ptr::null_mut();
+            (*self.as_ptr()).buffer = core::ptr::null_mut();
         }
     }
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).

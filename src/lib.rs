@@ -9,6 +9,8 @@
 //! - [`copy`]: tensor copies between backends;
 //! - [`cpu`]: the CPU backend;
 //! - [`sched`]: the multi-backend split scheduler;
+//! - [`graph_copy`]: copying a graph to another backend and comparing backends;
+//! - [`ptrmap`]: the tensor-address map the scheduler's tables are built on;
 //! - [`ffi`]: the exported `extern "C"` functions, thin and boring.
 
 pub mod backend;
@@ -19,4 +21,6 @@ pub mod fatal;
 pub mod ffi;
 /// cbindgen:ignore
 pub mod ggml;
+pub mod graph_copy;
+pub mod ptrmap;
 pub mod sched;

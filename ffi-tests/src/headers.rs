@@ -36,24 +36,42 @@ fn generate(config: cbindgen::Config, root: &Path) -> String {
     String::from_utf8(out).expect("header is UTF-8")
 }
 
-/// Every item name the generator can see: all exported functions and types.
-fn all_items(root: &Path) -> Vec<String> {
-    let src = std::fs::read_to_string(root.join("src/ffi/mod.rs")).expect("read src/ffi/mod.rs");
-    let mut names: Vec<String> = src
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("pub unsafe extern \"C\" fn "))
-        .map(|rest| rest.split('(').next().unwrap_or_default().trim().to_string())
-        .collect();
+/// Names of the exported functions, `pub struct`s and `pub type`s in a source file.
+fn items_in(root: &Path, file: &str) -> Vec<String> {
+    let src = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+    src.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("pub unsafe extern \"C\" fn ")
+                .or_else(|| l.strip_prefix("pub struct "))
+                .or_else(|| l.strip_prefix("pub type "))
+        })
+        .map(|rest| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every item of the drop-in API (the two original headers).
+fn drop_in_items(root: &Path) -> Vec<String> {
+    let mut names = items_in(root, "src/ffi/mod.rs");
     names.extend(
         ["wsp_ggml_backend_buffer_t", "wsp_ggml_backend_t", "wsp_ggml_backend_graph_plan_t", "wsp_ggml_backend_sched_t", "wsp_ggml_backend_sched"]
             .map(String::from),
     );
+    names.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
     names
 }
 
-/// (public header, impl header) as they should be committed.
-pub fn generate_headers() -> (String, String) {
+/// Our additions: src/ffi/ext.rs and the graph-copy struct it returns.
+fn ext_items(root: &Path) -> Vec<String> {
+    let mut names = items_in(root, "src/ffi/ext.rs");
+    names.push("wsp_ggml_backend_graph_copy".into());
+    names
+}
+
+/// (public header, impl header, extension header) as they should be committed.
+pub fn generate_headers() -> (String, String, String) {
     let root = workspace_root();
+    let ext = ext_items(&root);
 
     let mut public = base_config(&root);
     public.includes = vec!["ggml.h".into(), "ggml-alloc.h".into()];
@@ -63,6 +81,7 @@ pub fn generate_headers() -> (String, String) {
     );
     public.export.exclude.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
     public.export.exclude.push("wsp_ggml_backend_sched".into());
+    public.export.exclude.extend(ext.iter().cloned());
     for opaque in ["wsp_ggml_backend_buffer", "wsp_ggml_backend", "wsp_ggml_backend_sched"] {
         public.export.rename.insert(opaque.into(), format!("struct {opaque}"));
     }
@@ -70,7 +89,18 @@ pub fn generate_headers() -> (String, String) {
     let mut imp = base_config(&root);
     imp.includes = vec!["ggml-backend.h".into()];
     imp.export.include.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
-    imp.export.exclude.extend(all_items(&root).into_iter().filter(|n| !IMPL_ITEMS.contains(&n.as_str())));
+    imp.export.exclude.extend(drop_in_items(&root).into_iter().filter(|n| !IMPL_ITEMS.contains(&n.as_str())));
+    imp.export.exclude.extend(ext.iter().cloned());
 
-    (generate(public, &root), generate(imp, &root))
+    let mut extension = base_config(&root);
+    extension.includes = vec!["ggml-backend.h".into()];
+    extension.header = Some(
+        "// Additions to the ggml-backend API by wsp_ggml_backend (not in the original).\n\
+         // Names and semantics follow later upstream ggml where it has the same capability."
+            .into(),
+    );
+    extension.export.exclude.extend(drop_in_items(&root));
+    extension.export.include.extend(ext.iter().cloned());
+
+    (generate(public, &root), generate(imp, &root), generate(extension, &root))
 }

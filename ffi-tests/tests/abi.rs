@@ -8,8 +8,8 @@ use std::process::Command;
 #[test]
 fn committed_headers_match_generated() {
     let root = headers::workspace_root();
-    let (public, imp) = headers::generate_headers();
-    for (file, fresh) in [("include/ggml-backend.h", public), ("include/ggml-backend-impl.h", imp)] {
+    let (public, imp, ext) = headers::generate_headers();
+    for (file, fresh) in [("include/ggml-backend.h", public), ("include/ggml-backend-impl.h", imp), ("include/ggml-backend-ext.h", ext)] {
         let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
         assert!(
             committed == fresh,

@@ -21,6 +21,8 @@ use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef
 use crate::sched::Sched;
 use crate::{copy, cpu};
 
+pub mod ext;
+
 /// Opaque scheduler handle (`struct wsp_ggml_backend_sched`).
 pub struct wsp_ggml_backend_sched {
     _private: [u8; 0],

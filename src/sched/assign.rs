@@ -38,6 +38,7 @@ impl Sched {
         self.reset_tables(graph);
         self.pass1_from_locations(graph, func);
         self.pass2_from_sources(graph);
+        self.move_unsupported_nodes(graph, func);
         self.pass3_sources_from_consumers(graph, func);
         self.pass4_split(graph);
         self.build_graphs(graph);
@@ -143,6 +144,51 @@ impl Sched {
             }
             if let Some((b, _, j)) = best {
                 self.set(id, b, Cause::Pass2Src(j));
+            }
+        }
+    }
+
+    /// Not in the original: a node never runs on a backend whose `supports_op`
+    /// rejects it. It moves to the next backend in priority order (wrapping
+    /// around) that supports it; its inputs are then copied like any other.
+    /// With backends that support every op nothing changes.
+    fn move_unsupported_nodes(&mut self, graph: GraphRef, func: &str) {
+        // Our CPU backend supports every op: skip the calls when all backends are CPU.
+        let all_cpu: Vec<bool> = self.backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect();
+        if all_cpu.iter().all(|&c| c) {
+            return;
+        }
+        let n = self.backends.len();
+        for node in graph.nodes() {
+            if node.is_view_op() {
+                continue;
+            }
+            let id = self.id(node);
+            let a = self.st.assign[id];
+            if a == NONE || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
+                continue;
+            }
+            let cause = self.st.cause[id];
+            let here = self.backends[a as usize];
+            if matches!(cause, Cause::User | Cause::Dst | Cause::ViewSrc) {
+                let why = if cause == Cause::User { "it was assigned there with set_node_backend" } else { "its memory is on that backend" };
+                fatal(
+                    func,
+                    &format!(
+                        "node '{}' ({}) must run on backend '{}' ({why}), which does not support it",
+                        node.name_lossy(),
+                        ggml::op_name(node.op()),
+                        here.name_lossy()
+                    ),
+                );
+            }
+            let found = (1..n).map(|d| (a as usize + d) % n).find(|&b| all_cpu[b] || self.backends[b].supports_op(node));
+            match found {
+                Some(b) => self.set(id, b as u32, Cause::Unsupported),
+                None => fatal(
+                    func,
+                    &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())),
+                ),
             }
         }
     }

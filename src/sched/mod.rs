@@ -14,7 +14,6 @@
 //!   compute (as ggml-alloc needs), are restored afterwards.
 
 mod assign;
-mod ptrmap;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -25,7 +24,7 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 
-use ptrmap::PtrMap;
+use crate::ptrmap::PtrMap;
 
 /// "No backend yet" in the per-tensor assignment table.
 const NONE: u32 = u32::MAX;
@@ -42,6 +41,8 @@ enum Cause {
     Pass2Src(u8),
     FromConsumer,
     InputCopy,
+    /// Moved because the backend of its sources does not support the op.
+    Unsupported,
 }
 
 /// A run of consecutive graph nodes computed on one backend.
@@ -82,14 +83,38 @@ struct State {
     hash_talloc: Vec<wsp_ggml_tallocr_t>,
 }
 
+/// The evaluation callback of upstream ggml (ask/observe protocol).
+pub type EvalCallback = unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut core::ffi::c_void) -> bool;
+
+/// What the last compute did on one split.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitStats {
+    pub bytes_copied: usize,
+}
+
+/// What the last compute did on one backend.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackendStats {
+    pub n_splits: u32,
+    pub n_copies: u32,
+    pub bytes_copied: usize,
+    pub copy_us: u64,
+    pub compute_us: u64,
+}
+
 pub struct Sched {
     backends: Vec<BackendRef>,
     tallocs: Vec<wsp_ggml_tallocr_t>,
+    /// Compute buffer size requested for each backend at the last measure/reserve.
+    buffer_sizes: Vec<usize>,
     galloc: ggml::wsp_ggml_gallocr_t,
     measured: bool,
     debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
     user: HashMap<usize, u32>,
+    eval_callback: Option<(EvalCallback, usize)>,
+    split_stats: Vec<SplitStats>,
+    backend_stats: Vec<BackendStats>,
     st: State,
 }
 
@@ -106,10 +131,14 @@ impl Sched {
         Box::new(Sched {
             backends: backends.to_vec(),
             tallocs,
+            buffer_sizes: vec![0; backends.len()],
             galloc,
             measured: false,
             debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
             user: HashMap::new(),
+            eval_callback: None,
+            split_stats: Vec::new(),
+            backend_stats: vec![BackendStats::default(); backends.len()],
             st: State::default(),
         })
     }
@@ -168,27 +197,102 @@ impl Sched {
     /// buffer for `graph`. Calling it again re-measures (the original leaked
     /// and measured with the real allocators).
     pub fn init_measure(&mut self, graph: GraphRef) {
+        self.measure(graph, false, "wsp_ggml_backend_sched_init_measure");
+    }
+
+    /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
+    /// for `graph` too; they grow, never shrink.
+    pub fn reserve(&mut self, graph: GraphRef) {
+        let grow_only = self.measured;
+        self.measure(graph, grow_only, "wsp_ggml_backend_sched_reserve");
+    }
+
+    fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
+        // Measure with fresh measure allocators; keep the real ones aside.
+        let mut kept = Vec::new();
         if self.measured {
             for (t, b) in self.tallocs.iter_mut().zip(&self.backends) {
-                // SAFETY: our allocator, replaced by a fresh measure allocator.
-                unsafe {
-                    ggml::wsp_ggml_tallocr_free(*t);
-                    *t = ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr());
-                }
+                kept.push(*t);
+                // SAFETY: a fresh measure allocator from a valid backend.
+                *t = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) };
             }
         }
-        self.split_graph(graph, "wsp_ggml_backend_sched_init_measure");
+        self.split_graph(graph, func);
         self.alloc_splits();
-        for (t, b) in self.tallocs.iter_mut().zip(&self.backends) {
-            // SAFETY: our measure allocator, replaced by a real one of the measured size.
-            unsafe {
-                let size = ggml::wsp_ggml_tallocr_max_size(*t);
-                ggml::wsp_ggml_tallocr_free(*t);
-                *t = ggml::wsp_ggml_tallocr_new_from_backend(b.as_ptr(), size);
+        for i in 0..self.backends.len() {
+            let measure = self.tallocs[i];
+            // SAFETY: our measure allocator; freed once here.
+            let size = unsafe {
+                let size = ggml::wsp_ggml_tallocr_max_size(measure);
+                ggml::wsp_ggml_tallocr_free(measure);
+                size
+            };
+            let old = kept.get(i).copied();
+            if let Some(old) = old.filter(|_| grow_only && size <= self.buffer_sizes[i]) {
+                self.tallocs[i] = old; // large enough already
+                continue;
             }
+            if let Some(old) = old {
+                // SAFETY: our previous real allocator, replaced below.
+                unsafe { ggml::wsp_ggml_tallocr_free(old) };
+            }
+            // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
+            self.tallocs[i] = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
+            self.buffer_sizes[i] = size;
         }
         self.measured = true;
         self.finish();
+    }
+
+    /// `wsp_ggml_backend_sched_reset`: forget user assignments and the last
+    /// split graph; reset the allocators.
+    pub fn reset(&mut self) {
+        self.finish();
+        let n = self.st.tensors.len().max(1);
+        self.st.ids.clear(n);
+        self.st.tensors.clear();
+        self.st.assign.clear();
+        self.st.cause.clear();
+        self.st.input_mark.clear();
+        self.st.splits.clear();
+        self.st.inputs.clear();
+        self.split_stats.clear();
+        self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
+    }
+
+    pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>, user_data: *mut core::ffi::c_void) {
+        self.eval_callback = cb.map(|f| (f, user_data as usize));
+    }
+
+    pub fn n_splits(&self) -> usize {
+        self.st.splits.len()
+    }
+
+    pub fn backend(&self, i: usize) -> Option<BackendRef> {
+        self.backends.get(i).copied()
+    }
+
+    /// The backend `node` was assigned to in the last split graph.
+    pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef> {
+        let id = self.st.ids.get(node.as_ptr() as usize)?;
+        let a = *self.st.assign.get(id as usize)?;
+        (a != NONE).then(|| self.backends[a as usize])
+    }
+
+    pub fn buffer_size(&self, backend: BackendRef, func: &str) -> usize {
+        BufferRef::new(self.get_buffer(backend, func)).map_or(0, BufferRef::size)
+    }
+
+    /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
+    pub fn split_info(&self, i: usize) -> Option<(BackendRef, usize, usize, usize, SplitStats)> {
+        let s = self.st.splits.get(i)?;
+        let stats = self.split_stats.get(i).copied().unwrap_or_default();
+        Some((self.backends[s.backend as usize], s.i_start, s.i_end, s.inputs.len(), stats))
+    }
+
+    pub fn backend_stats(&self, backend: BackendRef) -> Option<BackendStats> {
+        let i = self.backends.iter().position(|&b| b == backend)?;
+        Some(self.backend_stats[i])
     }
 
     /// `wsp_ggml_backend_sched_graph_compute`.
@@ -256,35 +360,101 @@ impl Sched {
     }
 
     fn compute_splits(&mut self, func: &str) {
+        self.split_stats.clear();
+        self.split_stats.resize(self.st.splits.len(), SplitStats::default());
+        self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
         for k in 0..self.st.splits.len() {
             let split = self.st.splits[k].clone();
             let backend = self.backends[split.backend as usize];
+            let copy_start = std::time::Instant::now();
+            let mut bytes = 0;
             for i in split.inputs.clone() {
-                let (input_id, copy) = self.st.inputs[i];
-                let input = self.st.tensors[input_id as usize];
-                let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
-                if input.buffer().is_null() {
-                    let Some(view_src) = input.view_src() else {
-                        fatal(func, &format!("split input '{}' has no buffer and is not a view", input.name_lossy()))
-                    };
-                    input.init_view_from_src(view_src);
-                    let owner = tensor_backend(input).unwrap_or_else(|| {
-                        fatal(func, &format!("split input '{}' is a view of a tensor without a backend", input.name_lossy()))
-                    });
-                    let buffer = self.get_buffer(owner, func);
-                    if let Some(buffer) = BufferRef::new(buffer) {
-                        buffer.init_tensor(input);
-                    }
-                }
-                let copy_backend = tensor_backend(copy)
-                    .unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
-                check(tensor_backend(input) != Some(copy_backend) && copy_backend == backend, func, || {
-                    format!("split input '{}' is not on another backend than its split", input.name_lossy())
-                });
-                tensor_copy(input, copy);
+                bytes += self.copy_input(i, backend, func);
             }
-            backend.graph_compute(&mut self.st.split_graphs[k]);
+            let stats = &mut self.backend_stats[split.backend as usize];
+            stats.n_splits += 1;
+            stats.n_copies += split.inputs.len() as u32;
+            stats.bytes_copied += bytes;
+            stats.copy_us += copy_start.elapsed().as_micros() as u64;
+            self.split_stats[k].bytes_copied = bytes;
+
+            let compute_start = std::time::Instant::now();
+            let go_on = match self.eval_callback {
+                None => {
+                    backend.graph_compute(&mut self.st.split_graphs[k]);
+                    true
+                }
+                Some((cb, user_data)) => self.compute_observed(k, backend, cb, user_data as *mut core::ffi::c_void),
+            };
+            self.backend_stats[split.backend as usize].compute_us += compute_start.elapsed().as_micros() as u64;
+            if !go_on {
+                break;
+            }
         }
+    }
+
+    /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
+    fn copy_input(&mut self, i: usize, backend: BackendRef, func: &str) -> usize {
+        let (input_id, copy) = self.st.inputs[i];
+        let input = self.st.tensors[input_id as usize];
+        let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
+        if input.buffer().is_null() {
+            let Some(view_src) = input.view_src() else {
+                fatal(func, &format!("split input '{}' has no buffer and is not a view", input.name_lossy()))
+            };
+            input.init_view_from_src(view_src);
+            let owner = tensor_backend(input).unwrap_or_else(|| {
+                fatal(func, &format!("split input '{}' is a view of a tensor without a backend", input.name_lossy()))
+            });
+            let buffer = self.get_buffer(owner, func);
+            if let Some(buffer) = BufferRef::new(buffer) {
+                buffer.init_tensor(input);
+            }
+        }
+        let copy_backend = tensor_backend(copy)
+            .unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
+        check(tensor_backend(input) != Some(copy_backend) && copy_backend == backend, func, || {
+            format!("split input '{}' is not on another backend than its split", input.name_lossy())
+        });
+        tensor_copy(input, copy);
+        input.nbytes()
+    }
+
+    /// Upstream's evaluation-callback protocol for split `k`: ask about each
+    /// node, compute in batches that end at an asked node, synchronise, then
+    /// show it. Returns false when the callback asked to stop.
+    fn compute_observed(&mut self, k: usize, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
+        let view = self.st.split_graphs[k];
+        let n = view.n_nodes.max(0) as usize;
+        let node_at = |j: usize| -> *mut wsp_ggml_tensor {
+            // SAFETY: j < n_nodes of the split's view into the caller's graph.
+            unsafe { *view.nodes.add(j) }
+        };
+        let mut j0 = 0;
+        while j0 < n {
+            let mut j1 = j0;
+            // SAFETY: the user's callback with a live node, as upstream calls it.
+            let mut need = unsafe { cb(node_at(j1), true, user_data) };
+            while !need && j1 + 1 < n {
+                j1 += 1;
+                // SAFETY: as above.
+                need = unsafe { cb(node_at(j1), true, user_data) };
+            }
+            let mut batch = view;
+            // SAFETY: j0 <= j1 < n, inside the view's node array.
+            batch.nodes = unsafe { view.nodes.add(j0) };
+            batch.grads = if view.grads.is_null() { view.grads } else { unsafe { view.grads.add(j0) } };
+            batch.n_nodes = (j1 + 1 - j0) as i32;
+            batch.size = batch.n_nodes;
+            backend.graph_compute(&mut batch);
+            backend.synchronize();
+            // SAFETY: as above.
+            if need && !unsafe { cb(node_at(j1), false, user_data) } {
+                return false;
+            }
+            j0 = j1 + 1;
+        }
+        true
     }
 
     /// Print the assignments and splits of the last split_graph to stderr.
@@ -342,6 +512,9 @@ impl Sched {
             + st.hash_keys.capacity() * 8
             + st.hash_talloc.capacity() * 8
             + self.backends.capacity() * 16
+            + self.buffer_sizes.capacity() * 8
+            + self.split_stats.capacity() * std::mem::size_of::<SplitStats>()
+            + self.backend_stats.capacity() * std::mem::size_of::<BackendStats>()
     }
 }
 

@@ -41,12 +41,10 @@ impl PtrMap {
         self.len = 0;
     }
 
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

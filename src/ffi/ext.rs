@@ -1,0 +1,230 @@
+//! Additions beyond the original API, declared in `include/ggml-backend-ext.h`
+//! (the two drop-in headers stay exactly the original API). Names and
+//! semantics follow later upstream ggml where it has the same capability.
+
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_int, c_void};
+
+use super::{graph, sched, tensor, wsp_ggml_backend_sched_t};
+use crate::backend::{wsp_ggml_backend_t, BackendRef};
+use crate::fatal::{fatal, guard};
+use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor};
+use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
+
+/// Evaluation callback: asked (`ask` = true) whether the caller wants to see
+/// a node; then called (`ask` = false) with each wanted node once computed.
+/// Returning false from the second call stops the compute.
+pub type wsp_ggml_backend_sched_eval_callback =
+    Option<unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
+
+/// Called by `compare_graph_backend` with both results of each node; return
+/// false to stop.
+pub type wsp_ggml_backend_eval_callback = Option<
+    unsafe extern "C" fn(node_index: c_int, t1: *mut wsp_ggml_tensor, t2: *mut wsp_ggml_tensor, user_data: *mut c_void) -> bool,
+>;
+
+/// One split of the last split graph, and what its last compute copied.
+#[repr(C)]
+pub struct wsp_ggml_backend_sched_split_stats {
+    pub backend: wsp_ggml_backend_t,
+    /// first node index of the split in the graph
+    pub i_start: c_int,
+    /// one past the last node index
+    pub i_end: c_int,
+    /// distinct tensors copied into this split
+    pub n_inputs: c_int,
+    /// bytes copied into this split during the last compute
+    pub bytes_copied: usize,
+}
+
+/// What the last compute did on one backend.
+#[repr(C)]
+pub struct wsp_ggml_backend_sched_backend_stats {
+    /// splits computed on this backend
+    pub n_splits: c_int,
+    /// input copies made into this backend
+    pub n_copies: c_int,
+    /// bytes copied into this backend
+    pub bytes_copied: usize,
+    /// microseconds spent copying inputs to this backend
+    pub copy_us: u64,
+    /// microseconds spent in this backend's graph_compute
+    pub compute_us: u64,
+}
+
+/// Set (or clear, with NULL) the evaluation callback of the scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
+    sched: wsp_ggml_backend_sched_t,
+    callback: wsp_ggml_backend_sched_eval_callback,
+    user_data: *mut c_void,
+) {
+    let func = "wsp_ggml_backend_sched_set_eval_callback";
+    guard(func, || self::sched(sched, func).set_eval_callback(callback, user_data))
+}
+
+/// Number of splits of the last split graph (init_measure, reserve or compute).
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
+    let func = "wsp_ggml_backend_sched_get_n_splits";
+    guard(func, || self::sched(sched, func).n_splits() as c_int)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
+    let func = "wsp_ggml_backend_sched_get_n_backends";
+    guard(func, || self::sched(sched, func).n_backends() as c_int)
+}
+
+/// The backend at priority index `i` (aborts if out of range).
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
+    let func = "wsp_ggml_backend_sched_get_backend";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        let b = usize::try_from(i).ok().and_then(|i| s.backend(i));
+        b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{})", s.n_backends()))).as_ptr()
+    })
+}
+
+/// The backend `node` was assigned to in the last split graph, or NULL.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
+    sched: wsp_ggml_backend_sched_t,
+    node: *mut wsp_ggml_tensor,
+) -> wsp_ggml_backend_t {
+    let func = "wsp_ggml_backend_sched_get_tensor_backend";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        s.tensor_backend(tensor(node, func, "node")).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+    })
+}
+
+/// Size of the scheduler's compute buffer for `backend`.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
+    let func = "wsp_ggml_backend_sched_get_buffer_size";
+    guard(func, || self::sched(sched, func).buffer_size(BackendRef::arg(backend, func, "backend"), func))
+}
+
+/// Forget set_node_backend assignments and the last split graph.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
+    let func = "wsp_ggml_backend_sched_reset";
+    guard(func, || self::sched(sched, func).reset())
+}
+
+/// Measure `graph` and grow (never shrink) the compute buffers so it fits.
+/// Before init_measure it is init_measure.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
+    let func = "wsp_ggml_backend_sched_reserve";
+    guard(func, || {
+        let s = self::sched(sched, func);
+        s.reserve(self::graph(graph, func, "graph"))
+    })
+}
+
+/// Split `i_split` of the last split graph; false if out of range.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
+    sched: wsp_ggml_backend_sched_t,
+    i_split: c_int,
+    stats: *mut wsp_ggml_backend_sched_split_stats,
+) -> bool {
+    let func = "wsp_ggml_backend_sched_get_split_stats";
+    guard(func, || {
+        if stats.is_null() {
+            fatal(func, "argument 'stats' is NULL");
+        }
+        let s = self::sched(sched, func);
+        let Some((backend, i_start, i_end, n_inputs, st)) = usize::try_from(i_split).ok().and_then(|i| s.split_info(i)) else {
+            return false;
+        };
+        let out = wsp_ggml_backend_sched_split_stats {
+            backend: backend.as_ptr(),
+            i_start: i_start as c_int,
+            i_end: i_end as c_int,
+            n_inputs: n_inputs as c_int,
+            bytes_copied: st.bytes_copied,
+        };
+        // SAFETY: non-NULL pointer to caller-owned storage (API contract).
+        unsafe { stats.write(out) };
+        true
+    })
+}
+
+/// What the last compute did on `backend`; false if it is not in the scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
+    sched: wsp_ggml_backend_sched_t,
+    backend: wsp_ggml_backend_t,
+    stats: *mut wsp_ggml_backend_sched_backend_stats,
+) -> bool {
+    let func = "wsp_ggml_backend_sched_get_backend_stats";
+    guard(func, || {
+        if stats.is_null() {
+            fatal(func, "argument 'stats' is NULL");
+        }
+        let s = self::sched(sched, func);
+        let Some(st) = s.backend_stats(BackendRef::arg(backend, func, "backend")) else { return false };
+        let out = wsp_ggml_backend_sched_backend_stats {
+            n_splits: st.n_splits as c_int,
+            n_copies: st.n_copies as c_int,
+            bytes_copied: st.bytes_copied,
+            copy_us: st.copy_us,
+            compute_us: st.compute_us,
+        };
+        // SAFETY: non-NULL pointer to caller-owned storage (API contract).
+        unsafe { stats.write(out) };
+        true
+    })
+}
+
+/// Abort callback of the CPU backend: checked by ggml between nodes; returning
+/// true stops the compute.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
+    backend_cpu: wsp_ggml_backend_t,
+    abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
+    abort_callback_data: *mut c_void,
+) {
+    let func = "wsp_ggml_backend_cpu_set_abort_callback";
+    guard(func, || {
+        crate::cpu::set_abort_callback(BackendRef::arg(backend_cpu, func, "backend_cpu"), abort_callback, abort_callback_data)
+    })
+}
+
+/// Copy an allocated graph to `backend` (data of allocated tensors copied,
+/// views re-created). Free with wsp_ggml_backend_graph_copy_free.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(backend: wsp_ggml_backend_t, graph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_copy {
+    let func = "wsp_ggml_backend_graph_copy";
+    guard(func, || graph_copy::graph_copy(BackendRef::arg(backend, func, "backend"), self::graph(graph, func, "graph")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
+    guard("wsp_ggml_backend_graph_copy_free", || graph_copy::graph_copy_free(copy))
+}
+
+/// `graph` is allocated on `backend1`: copy it to `backend2`, compute both
+/// node by node and call `callback` with both results of each non-view node.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
+    backend1: wsp_ggml_backend_t,
+    backend2: wsp_ggml_backend_t,
+    graph: *mut wsp_ggml_cgraph,
+    callback: wsp_ggml_backend_eval_callback,
+    user_data: *mut c_void,
+) {
+    let func = "wsp_ggml_backend_compare_graph_backend";
+    guard(func, || {
+        let b1 = BackendRef::arg(backend1, func, "backend1");
+        let b2 = BackendRef::arg(backend2, func, "backend2");
+        let g = self::graph(graph, func, "graph");
+        let cb = callback.unwrap_or_else(|| fatal(func, "argument 'callback' is NULL"));
+        graph_copy::compare_graph_backend(b1, b2, g, cb, user_data)
+    })
+}

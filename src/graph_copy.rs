@@ -1,0 +1,236 @@
+//! Copying an allocated graph to another backend and comparing two backends
+//! node by node (upstream ggml's `graph_copy` / `compare_graph_backend`), for
+//! testing a new backend against the CPU backend.
+
+use core::ffi::c_void;
+
+use crate::backend::BackendRef;
+use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
+use crate::copy::tensor_copy;
+use crate::fatal::{check, fatal};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_hash_set, wsp_ggml_init_params, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ptrmap::PtrMap;
+
+/// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.
+#[repr(C)]
+pub struct wsp_ggml_backend_graph_copy {
+    pub buffer: wsp_ggml_backend_buffer_t,
+    pub ctx_allocated: *mut wsp_ggml_context,
+    pub ctx_unallocated: *mut wsp_ggml_context,
+    pub graph: *mut wsp_ggml_cgraph,
+}
+
+/// `bool callback(int node_index, struct wsp_ggml_tensor * t1, struct wsp_ggml_tensor * t2, void * user_data)`
+pub type CompareCallback =
+    unsafe extern "C" fn(node_index: i32, t1: *mut wsp_ggml_tensor, t2: *mut wsp_ggml_tensor, user_data: *mut c_void) -> bool;
+
+struct Copier {
+    ids: PtrMap,
+    copies: Vec<TensorRef>,
+    initialised: Vec<bool>,
+    ctx_allocated: *mut wsp_ggml_context,
+    ctx_unallocated: *mut wsp_ggml_context,
+    /// Tensors to allocate in the new buffer, in creation order.
+    to_alloc: Vec<TensorRef>,
+}
+
+/// Every tensor reachable from the graph's nodes (sources and view sources).
+fn count_reachable(graph: GraphRef) -> usize {
+    let mut seen = PtrMap::new();
+    seen.clear(graph.n_nodes() * 2 + 16);
+    let mut stack: Vec<TensorRef> = graph.nodes().collect();
+    while let Some(t) = stack.pop() {
+        let (_, new) = seen.get_or_insert_with(t.as_ptr() as usize, || 0);
+        if new {
+            stack.extend(t.srcs().map(|(_, s)| s));
+            stack.extend(t.view_src());
+        }
+    }
+    seen.len()
+}
+
+fn new_context(n_tensors: usize, graph_size: usize, func: &str) -> *mut wsp_ggml_context {
+    // SAFETY: size queries and a no_alloc context owned by the graph copy.
+    let ctx = unsafe {
+        let mem_size = ggml::wsp_ggml_tensor_overhead() * n_tensors + ggml::wsp_ggml_graph_overhead_custom(graph_size, false);
+        ggml::wsp_ggml_init(wsp_ggml_init_params { mem_size, mem_buffer: core::ptr::null_mut(), no_alloc: true })
+    };
+    check(!ctx.is_null(), func, || "wsp_ggml_init failed (out of ggml contexts or memory)".into());
+    ctx
+}
+
+impl Copier {
+    fn dup(&mut self, src: TensorRef) -> TensorRef {
+        if let Some(i) = self.ids.get(src.as_ptr() as usize) {
+            return self.copies[i as usize];
+        }
+        let allocated = !src.data().is_null() && src.view_src().is_none();
+        let ctx = if allocated { self.ctx_allocated } else { self.ctx_unallocated };
+        // SAFETY: a live tensor duplicated into our own no_alloc context.
+        let dst = TensorRef::new(unsafe { ggml::wsp_ggml_dup_tensor(ctx, src.as_ptr()) })
+            .unwrap_or_else(|| fatal("wsp_ggml_backend_graph_copy", "out of context memory"));
+        dst.copy_meta_from(src);
+        if let Some(vs) = src.view_src() {
+            let vs_copy = self.dup(vs);
+            dst.set_view(vs_copy, src.view_offs());
+        }
+        for (j, s) in src.srcs() {
+            let s_copy = self.dup(s);
+            dst.set_src(j, s_copy);
+        }
+        let next = self.copies.len() as u32;
+        self.ids.get_or_insert_with(src.as_ptr() as usize, || next);
+        self.copies.push(dst);
+        self.initialised.push(false);
+        if allocated {
+            self.to_alloc.push(dst);
+        }
+        dst
+    }
+
+    /// Copy data of allocated tensors and point views at their copied sources.
+    fn init(&mut self, src: TensorRef) {
+        let i = self.ids.get(src.as_ptr() as usize).expect("duplicated before init") as usize;
+        if self.initialised[i] {
+            return;
+        }
+        self.initialised[i] = true;
+        let dst = self.copies[i];
+        if let Some(vs) = src.view_src() {
+            self.init(vs);
+            let vs_copy = dst.view_src().expect("copied views keep their source");
+            dst.init_view_from_src(vs_copy);
+            if let Some(b) = BufferRef::new(dst.buffer()) {
+                b.init_tensor(dst);
+            }
+        } else if !src.data().is_null() {
+            tensor_copy(src, dst);
+        }
+        for (_, s) in src.srcs() {
+            self.init(s);
+        }
+    }
+}
+
+/// `wsp_ggml_backend_graph_copy`: duplicate `graph` (whose tensors are
+/// allocated) onto `backend`: allocated tensors get memory in one new buffer
+/// and their data copied; views are re-created over the copies.
+pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_graph_copy {
+    let func = "wsp_ggml_backend_graph_copy";
+    let n = count_reachable(graph);
+    let graph_size = graph.n_nodes().max(1);
+    let mut c = Copier {
+        ids: PtrMap::new(),
+        copies: Vec::with_capacity(n),
+        initialised: Vec::with_capacity(n),
+        ctx_allocated: new_context(n, graph_size, func),
+        ctx_unallocated: new_context(n, 0, func),
+        to_alloc: Vec::new(),
+    };
+    c.ids.clear(n);
+    for node in graph.nodes() {
+        c.dup(node);
+    }
+
+    // Size the buffer with a measure allocator, then allocate for real.
+    // SAFETY: ggml-alloc allocators over a valid backend; measure addresses are
+    // fake and cleared before the real allocation.
+    let buffer = unsafe {
+        let measure = ggml::wsp_ggml_tallocr_new_measure_from_backend(backend.as_ptr());
+        for &t in &c.to_alloc {
+            ggml::wsp_ggml_tallocr_alloc(measure, t.as_ptr());
+        }
+        let size = ggml::wsp_ggml_tallocr_max_size(measure);
+        ggml::wsp_ggml_tallocr_free(measure);
+        for &t in &c.to_alloc {
+            t.clear_allocation();
+        }
+        let buffer = backend.alloc_buffer(size);
+        check(!buffer.is_null(), func, || format!("backend '{}' failed to allocate {size} bytes", backend.name_lossy()));
+        let talloc = ggml::wsp_ggml_tallocr_new_from_buffer(buffer);
+        for &t in &c.to_alloc {
+            ggml::wsp_ggml_tallocr_alloc(talloc, t.as_ptr());
+        }
+        ggml::wsp_ggml_tallocr_free(talloc); // does not own the buffer
+        buffer
+    };
+
+    for node in graph.nodes() {
+        c.init(node);
+    }
+
+    // SAFETY: a graph in our allocated context, sized for n_nodes.
+    let copy = unsafe { ggml::wsp_ggml_new_graph_custom(c.ctx_allocated, graph_size, false) };
+    check(!copy.is_null(), func, || "wsp_ggml_new_graph_custom failed".into());
+    for (i, node) in graph.nodes().enumerate() {
+        let id = c.ids.get(node.as_ptr() as usize).expect("every node was duplicated") as usize;
+        // SAFETY: the new graph has room for graph_size >= n_nodes nodes.
+        unsafe { *(*copy).nodes.add(i) = c.copies[id].as_ptr() };
+    }
+    // SAFETY: as above.
+    unsafe { (*copy).n_nodes = graph.n_nodes() as i32 };
+    wsp_ggml_backend_graph_copy { buffer, ctx_allocated: c.ctx_allocated, ctx_unallocated: c.ctx_unallocated, graph: copy }
+}
+
+pub fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
+    if let Some(b) = BufferRef::new(copy.buffer) {
+        b.free();
+    }
+    // SAFETY: contexts made by graph_copy (NULL is accepted by nobody: checked).
+    unsafe {
+        if !copy.ctx_allocated.is_null() {
+            ggml::wsp_ggml_free(copy.ctx_allocated);
+        }
+        if !copy.ctx_unallocated.is_null() {
+            ggml::wsp_ggml_free(copy.ctx_unallocated);
+        }
+    }
+}
+
+/// A one-node view of `graph` at `i`.
+fn single_node_view(graph: GraphRef, i: usize) -> wsp_ggml_cgraph {
+    wsp_ggml_cgraph {
+        size: 1,
+        n_nodes: 1,
+        n_leafs: 0,
+        // SAFETY: i < n_nodes, inside the graph's node array.
+        nodes: unsafe { graph.nodes_ptr().add(i) },
+        grads: core::ptr::null_mut(),
+        leafs: core::ptr::null_mut(),
+        visited_hash_table: wsp_ggml_hash_set { size: 0, keys: core::ptr::null_mut() },
+        order: graph.order(),
+        perf_runs: 0,
+        perf_cycles: 0,
+        perf_time_us: 0,
+    }
+}
+
+/// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on
+/// `backend1`; it is copied to `backend2`, computed node by node on both, and
+/// `callback(i, t1, t2)` sees each non-view node's two results.
+pub fn compare_graph_backend(
+    backend1: BackendRef,
+    backend2: BackendRef,
+    graph: GraphRef,
+    callback: CompareCallback,
+    user_data: *mut c_void,
+) {
+    let func = "wsp_ggml_backend_compare_graph_backend";
+    let copy = graph_copy(backend2, graph);
+    let g2 = GraphRef::new(copy.graph).expect("graph_copy returns a graph");
+    for i in 0..graph.n_nodes() {
+        let (t1, t2) = (graph.node(i), g2.node(i));
+        check(t1.op() == t2.op() && t1.same_layout(t2), func, || format!("node {i} differs in the copy"));
+        let (mut v1, mut v2) = (single_node_view(graph, i), single_node_view(g2, i));
+        backend1.graph_compute(&mut v1);
+        backend2.graph_compute(&mut v2);
+        if t1.is_view_op() {
+            continue;
+        }
+        // SAFETY: the caller's callback with the two live result tensors.
+        if !unsafe { callback(i as i32, t1.as_ptr(), t2.as_ptr(), user_data) } {
+            break;
+        }
+    }
+    graph_copy_free(copy);
+}
