@@ -398,6 +398,43 @@ static void case_big_graph(int n, bool same_capacity) {
     printf("ok big_graph\n");
 }
 
+// init_measure called again with a larger graph re-measures (the original
+// leaked its tables and measured with the real allocators); memcheck runs
+// this program too, so a leak would fail the suite.
+static void case_remeasure(int n) {
+    if (n <= 0) {
+        n = 16;
+    }
+    wsp_ggml_backend_t ba = su_test_backend("RE_A", 64, true, false, false);
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_t backends[2] = { ba, cpu };
+    struct su_store sa, sc;
+    su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
+    su_store_init(&sc, cpu, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
+    struct su_store ** ls = (struct su_store **)malloc(sizeof(*ls) * (size_t)n);
+    CHECK(ls != NULL);
+    for (int i = 0; i < n; i++) {
+        ls[i] = i % 3 == 0 ? &sc : &sa;
+    }
+    struct chain c;
+    chain_init(&c, n, ls, &sc, 77);
+    float * ref = chain_reference(&c, n);
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+    chain_measure(sched, &c, 2, WSP_GGML_DEFAULT_GRAPH_SIZE);
+    chain_measure(sched, &c, n, WSP_GGML_DEFAULT_GRAPH_SIZE);
+    chain_compute_check(sched, &c, n, WSP_GGML_DEFAULT_GRAPH_SIZE, ref);
+    wsp_ggml_backend_sched_free(sched);
+    free(ref);
+    chain_free(&c);
+    free(ls);
+    su_store_free(&sa);
+    su_store_free(&sc);
+    CHECK(test_backend_live_buffers() == 0);
+    wsp_ggml_backend_free(ba);
+    wsp_ggml_backend_free(cpu);
+    printf("ok remeasure\n");
+}
+
 // Many schedulers created, measured, used and freed; no test-backend buffer may leak.
 static void case_many_scheds(int n) {
     if (n <= 0) {
@@ -456,6 +493,7 @@ int main(int argc, char ** argv) {
     RUN("many_backends", case_many_backends(n));
     RUN("big_graph", case_big_graph(n, samecap));
     RUN("many_scheds", case_many_scheds(n));
+    RUN("remeasure", case_remeasure(n));
 #undef RUN
     if (!any) {
         fprintf(stderr, "unknown case %s\n", which);

@@ -11,7 +11,10 @@ const TB: &[&str] = &["test_backend.c"];
 fn beyond_the_original_limits() {
     let out = harness::ours_only("sched_beyond.c", TB, &[]);
     let oks = out.lines().filter(|l| l.starts_with("ok ")).count();
-    assert!(oks >= 6, "expected at least 6 'ok' lines, got:\n{out}");
+    for case in ["set_node_backend", "many_splits", "many_inputs", "many_backends", "big_graph", "many_scheds", "remeasure"] {
+        assert!(out.lines().any(|l| l == format!("ok {case}")), "missing 'ok {case}' in:\n{out}");
+    }
+    assert!(oks >= 7, "expected at least 7 'ok' lines, got:\n{out}");
     assert!(!out.lines().any(|l| l.starts_with("FAIL")), "{out}");
 }
 
@@ -38,6 +41,27 @@ fn misuse_aborts_with_a_message_naming_the_function() {
             stderr.contains("wsp_ggml_backend: wsp_ggml_backend_sched_") || stderr.contains("wsp_ggml_backend: wsp_ggml_backend_"),
             "case {case}: stderr does not name the function:\n{stderr}"
         );
+    }
+}
+
+/// `WSP_GGML_SCHED_DEBUG` prints assignments and splits; without it the
+/// library prints nothing (the original printed its size on every sched_new).
+#[test]
+fn debug_output_only_when_asked() {
+    let exe = harness::build("sched_two", &["sched_two.c", "test_backend.c"], Flavour::Ours);
+    let quiet = std::process::Command::new(&exe).output().unwrap();
+    assert!(quiet.status.success());
+    assert!(quiet.stderr.is_empty(), "unexpected stderr: {}", String::from_utf8_lossy(&quiet.stderr));
+    let loud = std::process::Command::new(&exe).env("WSP_GGML_SCHED_DEBUG", "1").output().unwrap();
+    assert!(loud.status.success());
+    let err = String::from_utf8_lossy(&loud.stderr);
+    assert!(err.contains("## SPLIT #0: "), "no split listing in:\n{err}");
+    assert!(err.contains("node #"), "no node listing in:\n{err}");
+    // the results are the same either way (debug output calls get_name: only
+    // the informational "~ " counter lines may differ)
+    let (q, l) = (String::from_utf8_lossy(&quiet.stdout), String::from_utf8_lossy(&loud.stdout));
+    if let Err(e) = harness::compare(&q, &l) {
+        panic!("debug output changed the results: {e}");
     }
 }
 
