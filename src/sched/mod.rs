@@ -441,9 +441,11 @@ impl Sched {
                 need = unsafe { cb(node_at(j1), true, user_data) };
             }
             let mut batch = view;
-            // SAFETY: j0 <= j1 < n, inside the view's node array.
-            batch.nodes = unsafe { view.nodes.add(j0) };
-            batch.grads = if view.grads.is_null() { view.grads } else { unsafe { view.grads.add(j0) } };
+            // SAFETY: j0 <= j1 < n, inside the view's node (and gradient) arrays.
+            unsafe {
+                batch.nodes = view.nodes.add(j0);
+                batch.grads = if view.grads.is_null() { view.grads } else { view.grads.add(j0) };
+            }
             batch.n_nodes = (j1 + 1 - j0) as i32;
             batch.size = batch.n_nodes;
             backend.graph_compute(&mut batch);
