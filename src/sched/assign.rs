@@ -63,6 +63,9 @@ impl Sched {
         st.alloc_nodes.clear();
         st.split_graphs.clear();
         st.tensors.reserve(expected / 2);
+        // statistics describe the last compute of the current split graph
+        self.split_stats.clear();
+        self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
@@ -151,6 +154,9 @@ impl Sched {
     /// Not in the original: a node never runs on a backend whose `supports_op`
     /// rejects it. It moves to the next backend in priority order (wrapping
     /// around) that supports it; its inputs are then copied like any other.
+    /// A node that works in the memory of another (an in-place op, a view)
+    /// cannot move on its own: it follows a moved memory owner, and a node
+    /// whose memory owner stays on a rejecting backend is an error.
     /// With backends that support every op nothing changes.
     fn move_unsupported_nodes(&mut self, graph: GraphRef, func: &str) {
         // Our CPU backend supports every op: skip the calls when all backends are CPU.
@@ -160,18 +166,33 @@ impl Sched {
         }
         let n = self.backends.len();
         for node in graph.nodes() {
+            let id = self.id(node);
+            // Follow a memory owner that was moved (before deciding anything else).
+            if let Some(vs) = node.view_src() {
+                let vid = self.id(vs);
+                if matches!(self.st.cause[vid], Cause::Unsupported | Cause::FollowsMemory)
+                    && self.st.assign[id] != self.st.assign[vid]
+                {
+                    let owner = self.st.assign[vid];
+                    self.set(id, owner, Cause::FollowsMemory);
+                }
+            }
             if node.is_view_op() {
                 continue;
             }
-            let id = self.id(node);
             let a = self.st.assign[id];
             if a == NONE || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
                 continue;
             }
             let cause = self.st.cause[id];
             let here = self.backends[a as usize];
-            if matches!(cause, Cause::User | Cause::Dst | Cause::ViewSrc) {
-                let why = if cause == Cause::User { "it was assigned there with set_node_backend" } else { "its memory is on that backend" };
+            let pinned = match (cause, node.view_src()) {
+                (Cause::User, _) => Some("it was assigned there with set_node_backend".to_string()),
+                (Cause::Dst | Cause::ViewSrc, _) => Some("its memory is on that backend".to_string()),
+                (_, Some(vs)) => Some(format!("it works in the memory of '{}', which is on that backend", vs.name_lossy())),
+                _ => None,
+            };
+            if let Some(why) = pinned {
                 fatal(
                     func,
                     &format!(

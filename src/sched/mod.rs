@@ -43,6 +43,8 @@ enum Cause {
     InputCopy,
     /// Moved because the backend of its sources does not support the op.
     Unsupported,
+    /// Moved along with the node whose memory it uses (in-place op, view).
+    FollowsMemory,
 }
 
 /// A run of consecutive graph nodes computed on one backend.
@@ -113,8 +115,8 @@ pub struct Sched {
     /// set_node_backend assignments, honoured until the end of the next compute.
     user: HashMap<usize, u32>,
     eval_callback: Option<(EvalCallback, usize)>,
-    split_stats: Vec<SplitStats>,
-    backend_stats: Vec<BackendStats>,
+    pub(super) split_stats: Vec<SplitStats>,
+    pub(super) backend_stats: Vec<BackendStats>,
     st: State,
 }
 
@@ -218,7 +220,14 @@ impl Sched {
             }
         }
         self.split_graph(graph, func);
+        // Tensors ggml-alloc is about to place (fake addresses in measure
+        // buffers that are freed below): forget those placements afterwards,
+        // so the measured graph does not point into freed memory.
+        let placed: Vec<TensorRef> = self.st.tensors.iter().copied().filter(|t| t.data().is_null()).collect();
         self.alloc_splits();
+        for t in placed {
+            t.clear_allocation();
+        }
         for i in 0..self.backends.len() {
             let measure = self.tallocs[i];
             // SAFETY: our measure allocator; freed once here.
@@ -279,8 +288,14 @@ impl Sched {
         (a != NONE).then(|| self.backends[a as usize])
     }
 
+    /// Size of the compute buffer for `backend`; 0 before the first measure
+    /// (ggml-alloc's 1-byte placeholder is not a compute buffer).
     pub fn buffer_size(&self, backend: BackendRef, func: &str) -> usize {
-        BufferRef::new(self.get_buffer(backend, func)).map_or(0, BufferRef::size)
+        let buffer = self.get_buffer(backend, func);
+        if !self.measured {
+            return 0;
+        }
+        BufferRef::new(buffer).map_or(0, BufferRef::size)
     }
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.

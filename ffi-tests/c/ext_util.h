@@ -1,0 +1,681 @@
+// Helpers for the ours-only tests of the extension API (ext_*.c,
+// ggml-backend-ext.h): test backends without copy hooks (so that every
+// scheduler copy is one counted set_tensor_async / get_tensor_async), a
+// "spy" backend of our own (xb) that records what it computes and can corrupt
+// the results of one op, graph allocation without memory reuse, and host
+// references computed with ggml.c alone.
+//
+// Every program prints "ok <name>" for each passed check and "FAIL <name>: ..."
+// otherwise (and then exits non-zero at the end).
+#pragma once
+
+#include "ggml-backend-ext.h"
+#include "ggml-backend-impl.h"
+#include "sched_util.h"
+
+#include <stdarg.h>
+
+#if defined(__GNUC__)
+#define EU_UNUSED __attribute__((unused))
+#else
+#define EU_UNUSED
+#endif
+
+// ---------------------------------------------------------------------------
+// check reporting
+
+static int eu_failures = 0;
+
+static EU_UNUSED void eu_ok(const char * name) {
+    printf("ok %s\n", name);
+    fflush(stdout);
+}
+
+static EU_UNUSED void eu_fail(const char * name, const char * fmt, ...) {
+    // on stdout (in order with the rest) and on stderr (the harness shows its tail on failure)
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL %s: ", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s: ", name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    eu_failures++;
+}
+
+// "ok name" if cond, else "FAIL name: what"
+#define EU_EXPECT(name, cond, ...)                 \
+    do {                                           \
+        if (cond) {                                \
+            eu_ok(name);                           \
+        } else {                                   \
+            eu_fail(name, __VA_ARGS__);            \
+        }                                          \
+    } while (0)
+
+static EU_UNUSED int eu_finish(void) {
+    printf("failures %d\n", eu_failures);
+    return eu_failures == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------
+// test backends
+
+// A test backend without cpy_tensor_from / cpy_tensor_to: a scheduler copy
+// into it is exactly one set_tensor_async, a copy out of it (to another
+// backend without copy hooks) exactly one get_tensor_async.
+// `rejected` is a -1 terminated list of enum wsp_ggml_op values (or NULL).
+static EU_UNUSED wsp_ggml_backend_t eu_tb(const char * name, const int * rejected) {
+    struct test_backend_options o;
+    memset(&o, 0, sizeof(o));
+    o.name = name;
+    o.alignment = 32;
+    o.has_cpy_tensor_from = false;
+    o.has_cpy_tensor_to = false;
+    o.has_buffer_hooks = true;
+    o.rejected_ops = rejected;
+    o.n_rejected_ops = 0;
+    wsp_ggml_backend_t b = test_backend_new(&o);
+    CHECK(b != NULL);
+    return b;
+}
+
+// ---------------------------------------------------------------------------
+// graph allocation without memory reuse: every leaf and node of `g` gets its
+// own memory from `alloc` (views point into their source), so every node's
+// result stays readable after the compute.
+
+static EU_UNUSED void eu_alloc_tensor(wsp_ggml_allocr_t alloc, struct wsp_ggml_tensor * t) {
+    if (t->buffer != NULL) {
+        return;
+    }
+    if (t->view_src != NULL) {
+        eu_alloc_tensor(alloc, t->view_src);
+        t->buffer = t->view_src->buffer;
+        t->backend = t->view_src->backend;
+        t->data = (char *)t->view_src->data + t->view_offs;
+        wsp_ggml_backend_buffer_init_tensor(t->buffer, t);
+        return;
+    }
+    if (t->data != NULL) {
+        return; // host tensor (not ours to allocate)
+    }
+    wsp_ggml_allocr_alloc(alloc, t);
+    CHECK(t->data != NULL && t->buffer != NULL);
+}
+
+static EU_UNUSED void eu_alloc_graph(wsp_ggml_allocr_t alloc, struct wsp_ggml_cgraph * g) {
+    for (int i = 0; i < g->n_leafs; i++) {
+        eu_alloc_tensor(alloc, g->leafs[i]);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct wsp_ggml_tensor * n = g->nodes[i];
+        for (int j = 0; j < WSP_GGML_MAX_SRC && n->src[j] != NULL; j++) {
+            eu_alloc_tensor(alloc, n->src[j]);
+        }
+        eu_alloc_tensor(alloc, n);
+    }
+}
+
+// Fill a (contiguous, allocated) f32 tensor with one value.
+static EU_UNUSED void eu_fill_value(struct wsp_ggml_tensor * t, float v) {
+    CHECK(t->type == WSP_GGML_TYPE_F32 && wsp_ggml_is_contiguous(t));
+    int64_t n = wsp_ggml_nelements(t);
+    float * f = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    CHECK(f != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        f[i] = v;
+    }
+    wsp_ggml_backend_tensor_set(t, f, 0, wsp_ggml_nbytes(t));
+    free(f);
+}
+
+// Bit-exact comparison of two tensors of the same layout (any backends).
+static EU_UNUSED bool eu_same_data(const struct wsp_ggml_tensor * a, const struct wsp_ggml_tensor * b) {
+    if (wsp_ggml_nbytes(a) != wsp_ggml_nbytes(b)) {
+        return false;
+    }
+    void * da = su_read(a);
+    void * db = su_read(b);
+    bool same = memcmp(da, db, wsp_ggml_nbytes(a)) == 0;
+    free(da);
+    free(db);
+    return same;
+}
+
+static EU_UNUSED bool eu_is_view_op(enum wsp_ggml_op op) {
+    return op == WSP_GGML_OP_VIEW || op == WSP_GGML_OP_RESHAPE || op == WSP_GGML_OP_PERMUTE || op == WSP_GGML_OP_TRANSPOSE;
+}
+
+static EU_UNUSED int eu_node_index(const struct wsp_ggml_cgraph * g, const struct wsp_ggml_tensor * t) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i] == t) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static EU_UNUSED const char * eu_bname(wsp_ggml_backend_t b) {
+    return b == NULL ? "NULL" : wsp_ggml_backend_name(b);
+}
+
+// ---------------------------------------------------------------------------
+// xb: a small backend of our own. Host memory; computes by delegating to a
+// CPU backend (wsp_ggml_backend_graph_compute on the same host pointers) or,
+// without one, with ggml.c directly on one thread. It records every node it
+// computes, counts nodes whose op its supports_op rejects (a scheduler must
+// never give it those), and can corrupt the output of every node of one unary
+// op (e.g. GELU) after computing it: a deliberately wrong backend.
+
+struct xb_ctx {
+    char name[32];
+    int rejected[8];
+    int n_rejected;
+    int corrupt_unary;          // enum wsp_ggml_unary_op, or -1
+    wsp_ggml_backend_t delegate; // CPU backend, or NULL
+    // counters
+    long n_graph_compute;
+    long n_nodes_computed;
+    long n_rejected_computed;   // non-view nodes computed although supports_op rejects them
+    long n_corrupted;           // nodes corrupted
+    long n_set, n_get;
+    long bytes_set, bytes_get;
+};
+
+struct xb_plan {
+    struct wsp_ggml_cgraph graph;
+    wsp_ggml_backend_graph_plan_t inner; // when delegating
+    struct wsp_ggml_cplan cplan;         // otherwise
+};
+
+static const char * xb_get_name(wsp_ggml_backend_t backend) {
+    return ((struct xb_ctx *)backend->context)->name;
+}
+
+static EU_UNUSED bool xb_is(wsp_ggml_backend_t b) {
+    return b != NULL && b->iface.get_name == xb_get_name;
+}
+
+static struct xb_ctx * xb_ctx_of(wsp_ggml_backend_t backend) {
+    CHECK(xb_is(backend));
+    return (struct xb_ctx *)backend->context;
+}
+
+static void xb_free(wsp_ggml_backend_t backend) {
+    free(xb_ctx_of(backend));
+    free(backend);
+}
+
+static void xb_buffer_free(wsp_ggml_backend_buffer_t buffer) {
+    free(buffer->context);
+}
+
+static void * xb_buffer_get_base(wsp_ggml_backend_buffer_t buffer) {
+    uintptr_t p = (uintptr_t)buffer->context;
+    return (void *)((p + 63) & ~(uintptr_t)63);
+}
+
+static wsp_ggml_backend_buffer_t xb_alloc_buffer(wsp_ggml_backend_t backend, size_t size) {
+    void * mem = malloc(size + 64);
+    CHECK(mem != NULL);
+    memset(mem, 0x5A, size + 64);
+    struct wsp_ggml_backend_buffer_i iface = {
+        /* .free_buffer    = */ xb_buffer_free,
+        /* .get_base       = */ xb_buffer_get_base,
+        /* .get_alloc_size = */ NULL,
+        /* .init_tensor    = */ NULL,
+        /* .free_tensor    = */ NULL,
+    };
+    return wsp_ggml_backend_buffer_init(backend, iface, mem, size);
+}
+
+static size_t xb_get_alignment(wsp_ggml_backend_t backend) {
+    (void)backend;
+    return 64;
+}
+
+static void xb_set_tensor_async(wsp_ggml_backend_t backend, struct wsp_ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    CHECK(tensor->buffer != NULL && tensor->buffer->backend == backend);
+    CHECK(offset + size <= wsp_ggml_nbytes(tensor));
+    memcpy((char *)tensor->data + offset, data, size);
+    c->n_set++;
+    c->bytes_set += (long)size;
+}
+
+static void xb_get_tensor_async(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * tensor, void * data, size_t offset, size_t size) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    CHECK(tensor->buffer != NULL && tensor->buffer->backend == backend);
+    CHECK(offset + size <= wsp_ggml_nbytes(tensor));
+    memcpy(data, (const char *)tensor->data + offset, size);
+    c->n_get++;
+    c->bytes_get += (long)size;
+}
+
+static void xb_synchronize(wsp_ggml_backend_t backend) {
+    (void)backend;
+}
+
+static bool xb_rejects(const struct xb_ctx * c, const struct wsp_ggml_tensor * op) {
+    for (int i = 0; i < c->n_rejected; i++) {
+        if ((int)op->op == c->rejected[i]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void xb_before(struct xb_ctx * c, struct wsp_ggml_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct wsp_ggml_tensor * n = g->nodes[i];
+        if (!eu_is_view_op(n->op) && xb_rejects(c, n)) {
+            c->n_rejected_computed++;
+        }
+    }
+}
+
+static void xb_after(struct xb_ctx * c, struct wsp_ggml_cgraph * g) {
+    c->n_nodes_computed += g->n_nodes;
+    if (c->corrupt_unary < 0) {
+        return;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct wsp_ggml_tensor * n = g->nodes[i];
+        if (n->op == WSP_GGML_OP_UNARY && (int)wsp_ggml_get_unary_op(n) == c->corrupt_unary) {
+            // flip a high mantissa bit of every element
+            CHECK(n->type == WSP_GGML_TYPE_F32 && wsp_ggml_is_contiguous(n));
+            uint32_t * u = (uint32_t *)n->data;
+            for (int64_t k = 0; k < wsp_ggml_nelements(n); k++) {
+                u[k] ^= 0x00400000u;
+            }
+            c->n_corrupted++;
+        }
+    }
+}
+
+static void xb_compute_direct(struct wsp_ggml_cgraph * g) {
+    struct wsp_ggml_cplan cp = wsp_ggml_graph_plan(g, 1);
+    void * work = NULL;
+    if (cp.work_size > 0) {
+        work = malloc(cp.work_size);
+        CHECK(work != NULL);
+    }
+    cp.work_data = (uint8_t *)work;
+    wsp_ggml_graph_compute(g, &cp);
+    free(work);
+}
+
+static void xb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * g) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    c->n_graph_compute++;
+    xb_before(c, g);
+    if (c->delegate != NULL) {
+        wsp_ggml_backend_graph_compute(c->delegate, g);
+    } else {
+        xb_compute_direct(g);
+    }
+    xb_after(c, g);
+}
+
+static wsp_ggml_backend_graph_plan_t xb_graph_plan_create(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * g) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    struct xb_plan * p = (struct xb_plan *)calloc(1, sizeof(*p));
+    CHECK(p != NULL);
+    p->graph = *g;
+    if (c->delegate != NULL) {
+        p->inner = wsp_ggml_backend_graph_plan_create(c->delegate, g);
+    } else {
+        p->cplan = wsp_ggml_graph_plan(g, 1);
+        p->cplan.work_data = p->cplan.work_size > 0 ? (uint8_t *)malloc(p->cplan.work_size) : NULL;
+    }
+    return p;
+}
+
+static void xb_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    struct xb_plan * p = (struct xb_plan *)plan;
+    if (c->delegate != NULL) {
+        wsp_ggml_backend_graph_plan_free(c->delegate, p->inner);
+    } else {
+        free(p->cplan.work_data);
+    }
+    free(p);
+}
+
+static void xb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan) {
+    struct xb_ctx * c = xb_ctx_of(backend);
+    struct xb_plan * p = (struct xb_plan *)plan;
+    c->n_graph_compute++;
+    xb_before(c, &p->graph);
+    if (c->delegate != NULL) {
+        wsp_ggml_backend_graph_plan_compute(c->delegate, p->inner);
+    } else {
+        wsp_ggml_graph_compute(&p->graph, &p->cplan);
+    }
+    xb_after(c, &p->graph);
+}
+
+static bool xb_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * op) {
+    return !xb_rejects(xb_ctx_of(backend), op);
+}
+
+// rejected: -1 terminated list of ops (or NULL); corrupt_unary: unary op to corrupt or -1;
+// delegate: CPU backend to compute with (not owned), or NULL.
+static EU_UNUSED wsp_ggml_backend_t xb_new(const char * name, const int * rejected, int corrupt_unary, wsp_ggml_backend_t delegate) {
+    struct xb_ctx * c = (struct xb_ctx *)calloc(1, sizeof(*c));
+    CHECK(c != NULL);
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    if (rejected != NULL) {
+        while (rejected[c->n_rejected] != -1) {
+            CHECK(c->n_rejected < 8);
+            c->rejected[c->n_rejected] = rejected[c->n_rejected];
+            c->n_rejected++;
+        }
+    }
+    c->corrupt_unary = corrupt_unary;
+    c->delegate = delegate;
+    struct wsp_ggml_backend_i iface = {
+        /* .get_name           = */ xb_get_name,
+        /* .free               = */ xb_free,
+        /* .alloc_buffer       = */ xb_alloc_buffer,
+        /* .get_alignment      = */ xb_get_alignment,
+        /* .set_tensor_async   = */ xb_set_tensor_async,
+        /* .get_tensor_async   = */ xb_get_tensor_async,
+        /* .synchronize        = */ xb_synchronize,
+        /* .cpy_tensor_from    = */ NULL,
+        /* .cpy_tensor_to      = */ NULL,
+        /* .graph_plan_create  = */ xb_graph_plan_create,
+        /* .graph_plan_free    = */ xb_graph_plan_free,
+        /* .graph_plan_compute = */ xb_graph_plan_compute,
+        /* .graph_compute      = */ xb_graph_compute,
+        /* .supports_op        = */ xb_supports_op,
+    };
+    wsp_ggml_backend_t b = (wsp_ggml_backend_t)malloc(sizeof(struct wsp_ggml_backend));
+    CHECK(b != NULL);
+    b->iface = iface;
+    b->context = c;
+    return b;
+}
+
+static EU_UNUSED struct xb_ctx * xb_stats(wsp_ggml_backend_t b) {
+    return xb_ctx_of(b);
+}
+
+// ---------------------------------------------------------------------------
+// scheduler introspection helpers
+
+// Checks that the splits reported by get_split_stats tile [0, n_nodes) in
+// order, with a backend of the scheduler each, and that no non-view node of a
+// split is an op that the split's backend rejects. Returns true if all holds;
+// prints what is wrong otherwise.
+static EU_UNUSED bool eu_splits_consistent(wsp_ggml_backend_sched_t sched, const struct wsp_ggml_cgraph * g) {
+    int n = wsp_ggml_backend_sched_get_n_splits(sched);
+    if (n <= 0) {
+        printf("~ splits: n_splits=%d\n", n);
+        return false;
+    }
+    int expect_start = 0;
+    for (int k = 0; k < n; k++) {
+        struct wsp_ggml_backend_sched_split_stats s;
+        memset(&s, 0, sizeof(s));
+        if (!wsp_ggml_backend_sched_get_split_stats(sched, k, &s)) {
+            printf("~ splits: split %d not available\n", k);
+            return false;
+        }
+        if (s.i_start != expect_start || s.i_end <= s.i_start || s.i_end > g->n_nodes) {
+            printf("~ splits: split %d [%d, %d) does not follow %d\n", k, s.i_start, s.i_end, expect_start);
+            return false;
+        }
+        bool in_sched = false;
+        for (int b = 0; b < wsp_ggml_backend_sched_get_n_backends(sched); b++) {
+            in_sched = in_sched || wsp_ggml_backend_sched_get_backend(sched, b) == s.backend;
+        }
+        if (!in_sched) {
+            printf("~ splits: split %d backend not in the scheduler\n", k);
+            return false;
+        }
+        for (int i = s.i_start; i < s.i_end; i++) {
+            struct wsp_ggml_tensor * node = g->nodes[i];
+            if (eu_is_view_op(node->op)) {
+                continue;
+            }
+            if (!wsp_ggml_backend_supports_op(s.backend, node)) {
+                printf("~ splits: node %d (%s, %s) in split %d on %s, which rejects it\n", i, node->name,
+                       wsp_ggml_op_name(node->op), k, wsp_ggml_backend_name(s.backend));
+                return false;
+            }
+            wsp_ggml_backend_t tb = wsp_ggml_backend_sched_get_tensor_backend(sched, node);
+            if (tb != s.backend) {
+                printf("~ splits: node %d (%s) in split %d on %s but get_tensor_backend says %s\n", i, node->name, k,
+                       wsp_ggml_backend_name(s.backend), eu_bname(tb));
+                return false;
+            }
+        }
+        expect_start = s.i_end;
+    }
+    if (expect_start != g->n_nodes) {
+        printf("~ splits: last split ends at %d, graph has %d nodes\n", expect_start, g->n_nodes);
+        return false;
+    }
+    struct wsp_ggml_backend_sched_split_stats s;
+    if (wsp_ggml_backend_sched_get_split_stats(sched, n, &s) || wsp_ggml_backend_sched_get_split_stats(sched, -1, &s)) {
+        printf("~ splits: get_split_stats accepts an out-of-range index\n");
+        return false;
+    }
+    return true;
+}
+
+// Print the splits as "~" info lines.
+static EU_UNUSED void eu_print_splits(const char * label, wsp_ggml_backend_sched_t sched) {
+    int n = wsp_ggml_backend_sched_get_n_splits(sched);
+    printf("~ %s n_splits=%d\n", label, n);
+    for (int k = 0; k < n; k++) {
+        struct wsp_ggml_backend_sched_split_stats s;
+        if (wsp_ggml_backend_sched_get_split_stats(sched, k, &s)) {
+            printf("~ %s split %d %s [%d,%d) n_inputs=%d bytes=%zu\n", label, k, eu_bname(s.backend), s.i_start, s.i_end,
+                   s.n_inputs, s.bytes_copied);
+        }
+    }
+}
+
+// The inputs of split k as the assignments say: distinct sources of the
+// split's non-view nodes assigned to another backend. Returns their number
+// and (in *bytes) their total size.
+static EU_UNUSED int eu_expected_inputs(wsp_ggml_backend_sched_t sched, const struct wsp_ggml_cgraph * g,
+                                        const struct wsp_ggml_backend_sched_split_stats * s, size_t * bytes) {
+    const struct wsp_ggml_tensor * seen[1024];
+    int n_seen = 0;
+    *bytes = 0;
+    for (int i = s->i_start; i < s->i_end; i++) {
+        struct wsp_ggml_tensor * node = g->nodes[i];
+        if (eu_is_view_op(node->op)) {
+            continue;
+        }
+        for (int j = 0; j < WSP_GGML_MAX_SRC && node->src[j] != NULL; j++) {
+            struct wsp_ggml_tensor * src = node->src[j];
+            wsp_ggml_backend_t sb = wsp_ggml_backend_sched_get_tensor_backend(sched, src);
+            if (sb == s->backend) {
+                continue;
+            }
+            bool dup = false;
+            for (int q = 0; q < n_seen; q++) {
+                dup = dup || seen[q] == src;
+            }
+            if (!dup) {
+                CHECK(n_seen < 1024);
+                seen[n_seen++] = src;
+                *bytes += wsp_ggml_nbytes(src);
+            }
+        }
+    }
+    return n_seen;
+}
+
+// ---------------------------------------------------------------------------
+// a small MLP used by several programs:
+//   per layer: norm, mul, mul_mat, add, gelu, reshape (view), mul_mat, add, add (residual)
+//   then: mul_mat (logits), transpose (view), cont, soft_max
+// Built identically in a no_alloc context (tensors placed in backend buffers)
+// and in a host context (ground truth computed with ggml.c alone); the node
+// order of both graphs is the same.
+
+#define EU_MAX_LAYER 4
+
+struct eu_mlp {
+    int n_embd, n_ff, n_vocab, n_layer;
+    struct wsp_ggml_tensor * ln_g[EU_MAX_LAYER];
+    struct wsp_ggml_tensor * w1[EU_MAX_LAYER];
+    struct wsp_ggml_tensor * b1[EU_MAX_LAYER];
+    struct wsp_ggml_tensor * w2[EU_MAX_LAYER];
+    struct wsp_ggml_tensor * b2[EU_MAX_LAYER];
+    struct wsp_ggml_tensor * wout;
+};
+
+// Create the weight tensors in ctx (no data yet for a no_alloc ctx).
+static EU_UNUSED void eu_mlp_new(struct eu_mlp * m, struct wsp_ggml_context * ctx, int n_embd, int n_ff, int n_vocab, int n_layer) {
+    CHECK(n_layer <= EU_MAX_LAYER);
+    m->n_embd = n_embd;
+    m->n_ff = n_ff;
+    m->n_vocab = n_vocab;
+    m->n_layer = n_layer;
+    for (int l = 0; l < n_layer; l++) {
+        m->ln_g[l] = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, n_embd);
+        m->w1[l] = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, n_embd, n_ff);
+        m->b1[l] = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, n_ff);
+        m->w2[l] = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, n_ff, n_embd);
+        m->b2[l] = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, n_embd);
+        wsp_ggml_format_name(m->ln_g[l], "ln_g%d", l);
+        wsp_ggml_format_name(m->w1[l], "w1_%d", l);
+        wsp_ggml_format_name(m->b1[l], "b1_%d", l);
+        wsp_ggml_format_name(m->w2[l], "w2_%d", l);
+        wsp_ggml_format_name(m->b2[l], "b2_%d", l);
+    }
+    m->wout = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, n_embd, n_vocab);
+    wsp_ggml_set_name(m->wout, "wout");
+}
+
+// The weights in fill order (same order for every placement).
+static EU_UNUSED int eu_mlp_weights(const struct eu_mlp * m, struct wsp_ggml_tensor ** out) {
+    int n = 0;
+    for (int l = 0; l < m->n_layer; l++) {
+        out[n++] = m->ln_g[l];
+        out[n++] = m->w1[l];
+        out[n++] = m->b1[l];
+        out[n++] = m->w2[l];
+        out[n++] = m->b2[l];
+    }
+    out[n++] = m->wout;
+    return n;
+}
+
+static EU_UNUSED float eu_weight_scale(const struct wsp_ggml_tensor * t) {
+    return t->ne[1] > 1 ? 0.25f : 0.5f;
+}
+
+// Allocate every weight in a store (stores[i] for the i-th weight in fill
+// order, or `dflt` where stores is NULL or stores[i] is NULL) and fill them.
+static EU_UNUSED void eu_mlp_put(struct eu_mlp * m, struct su_store * dflt, struct su_store * const * stores, uint64_t seed) {
+    struct wsp_ggml_tensor * w[6 * EU_MAX_LAYER + 1];
+    int n = eu_mlp_weights(m, w);
+    struct lcg r = lcg_new(seed);
+    for (int i = 0; i < n; i++) {
+        struct su_store * s = (stores != NULL && stores[i] != NULL) ? stores[i] : dflt;
+        su_store_put(s, w[i], &r, eu_weight_scale(w[i]));
+    }
+}
+
+// Fill the weights of a host-context MLP with the same values.
+static EU_UNUSED void eu_mlp_put_host(struct eu_mlp * m, uint64_t seed) {
+    struct wsp_ggml_tensor * w[6 * EU_MAX_LAYER + 1];
+    int n = eu_mlp_weights(m, w);
+    struct lcg r = lcg_new(seed);
+    for (int i = 0; i < n; i++) {
+        su_fill_host(w[i], &r, eu_weight_scale(w[i]));
+    }
+}
+
+static EU_UNUSED struct wsp_ggml_tensor * eu_mlp_build(struct wsp_ggml_context * ctx, const struct eu_mlp * m, struct wsp_ggml_tensor * x) {
+    int64_t n_tok = x->ne[1];
+    for (int l = 0; l < m->n_layer; l++) {
+        struct wsp_ggml_tensor * h = wsp_ggml_norm(ctx, x, 1e-5f);
+        wsp_ggml_format_name(h, "norm%d", l);
+        h = wsp_ggml_mul(ctx, h, m->ln_g[l]);
+        wsp_ggml_format_name(h, "mul%d", l);
+        h = wsp_ggml_mul_mat(ctx, m->w1[l], h);
+        wsp_ggml_format_name(h, "up%d", l);
+        h = wsp_ggml_add(ctx, h, m->b1[l]);
+        wsp_ggml_format_name(h, "upb%d", l);
+        h = wsp_ggml_gelu(ctx, h);
+        wsp_ggml_format_name(h, "gelu%d", l);
+        h = wsp_ggml_reshape_2d(ctx, h, m->n_ff, n_tok);
+        wsp_ggml_format_name(h, "resh%d", l);
+        h = wsp_ggml_mul_mat(ctx, m->w2[l], h);
+        wsp_ggml_format_name(h, "down%d", l);
+        h = wsp_ggml_add(ctx, h, m->b2[l]);
+        wsp_ggml_format_name(h, "downb%d", l);
+        x = wsp_ggml_add(ctx, x, h);
+        wsp_ggml_format_name(x, "res%d", l);
+    }
+    struct wsp_ggml_tensor * logits = wsp_ggml_mul_mat(ctx, m->wout, x);
+    wsp_ggml_set_name(logits, "logits");
+    struct wsp_ggml_tensor * t = wsp_ggml_transpose(ctx, logits);
+    wsp_ggml_set_name(t, "logits_t");
+    t = wsp_ggml_cont(ctx, t);
+    wsp_ggml_set_name(t, "logits_tc");
+    t = wsp_ggml_soft_max(ctx, t);
+    wsp_ggml_set_name(t, "probs");
+    return t;
+}
+
+// Ground truth: the same MLP on host memory, computed by ggml.c. Holds its
+// own context; free with eu_ref_free.
+struct eu_ref {
+    struct wsp_ggml_context * ctx;
+    struct wsp_ggml_cgraph * graph;
+    struct wsp_ggml_tensor * x;
+    struct wsp_ggml_tensor * out;
+};
+
+static EU_UNUSED struct eu_ref eu_ref_new(int n_embd, int n_ff, int n_vocab, int n_layer, uint64_t weight_seed,
+                                          int n_tok, uint64_t input_seed) {
+    struct eu_ref r;
+    r.ctx = su_host_ctx(16 << 20);
+    struct eu_mlp m;
+    eu_mlp_new(&m, r.ctx, n_embd, n_ff, n_vocab, n_layer);
+    eu_mlp_put_host(&m, weight_seed);
+    r.x = wsp_ggml_new_tensor_2d(r.ctx, WSP_GGML_TYPE_F32, n_embd, n_tok);
+    wsp_ggml_set_name(r.x, "x");
+    struct lcg li = lcg_new(input_seed);
+    su_fill_host(r.x, &li, 2.0f);
+    r.graph = wsp_ggml_new_graph(r.ctx);
+    r.out = eu_mlp_build(r.ctx, &m, r.x);
+    wsp_ggml_build_forward_expand(r.graph, r.out);
+    su_ref_compute(r.graph, 1);
+    return r;
+}
+
+static EU_UNUSED void eu_ref_free(struct eu_ref * r) {
+    wsp_ggml_free(r->ctx);
+    r->ctx = NULL;
+}
+
+// Build the MLP graph in a fresh no_alloc context over the input x (already
+// in a backend buffer). *ctx_out receives the context to free.
+static EU_UNUSED struct wsp_ggml_cgraph * eu_mlp_graph(const struct eu_mlp * m, struct wsp_ggml_tensor * x,
+                                                       struct wsp_ggml_context ** ctx_out, struct wsp_ggml_tensor ** out) {
+    struct wsp_ggml_context * ctx = su_graph_ctx(64 + 16 * (size_t)m->n_layer, WSP_GGML_DEFAULT_GRAPH_SIZE);
+    struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+    struct wsp_ggml_tensor * o = eu_mlp_build(ctx, m, x);
+    wsp_ggml_build_forward_expand(g, o);
+    *ctx_out = ctx;
+    if (out != NULL) {
+        *out = o;
+    }
+    return g;
+}
