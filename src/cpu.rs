@@ -111,6 +111,23 @@ static CPU_BACKEND_I: wsp_ggml_backend_i = wsp_ggml_backend_i {
     supports_op: Some(cpu_supports_op),
 };
 
+// Function-pointer identity: `is_cpu` recognises a CPU backend by its
+// `get_name` slot. With optimisation rustc may emit a function in several
+// codegen units and fold a load from an immutable static into the address of
+// a local copy, so the table written into a backend and the table compared
+// against could disagree. Reading the statics with `read_volatile` makes both
+// sides use the one address stored in the static itself.
+fn cpu_backend_iface() -> wsp_ggml_backend_i {
+    // SAFETY: reading a plain-data static through a valid reference.
+    unsafe { ptr::read_volatile(&CPU_BACKEND_I) }
+}
+
+fn cpu_buffer_iface(from_ptr: bool) -> wsp_ggml_backend_buffer_i {
+    let table = if from_ptr { &CPU_BUFFER_FROM_PTR_I } else { &CPU_BUFFER_I };
+    // SAFETY: reading a plain-data static through a valid reference.
+    unsafe { ptr::read_volatile(table) }
+}
+
 /// `wsp_ggml_backend_cpu_init`.
 pub fn cpu_init() -> BackendRef {
     let ctx = Box::new(CpuContext {
@@ -119,16 +136,24 @@ pub fn cpu_init() -> BackendRef {
         abort_callback: None,
         abort_callback_data: ptr::null_mut(),
     });
-    let backend = Box::new(wsp_ggml_backend { iface: CPU_BACKEND_I, context: Box::into_raw(ctx).cast() });
+    let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
     BackendRef::new(Box::into_raw(backend)).expect("Box is never NULL")
 }
 
-pub fn is_cpu(backend: BackendRef) -> bool {
-    backend.iface().get_name.map(|f| f as *const () as usize) == Some(cpu_get_name as *const () as usize)
+fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
+    // SAFETY: F is always a function-pointer type here (same size as usize);
+    // only its address is taken.
+    f.map(|f| unsafe { core::mem::transmute_copy::<F, usize>(&f) })
 }
 
+pub fn is_cpu(backend: BackendRef) -> bool {
+    fn_addr(backend.iface().get_name) == fn_addr(cpu_backend_iface().get_name)
+}
+
+/// Buffers made by the CPU backend (owned or over caller memory).
 pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
-    buffer.iface().get_base.map(|f| f as *const () as usize) == Some(cpu_buffer_get_base as *const () as usize)
+    let base = fn_addr(buffer.iface().get_base);
+    base == fn_addr(cpu_buffer_iface(false).get_base) || base == fn_addr(cpu_buffer_iface(true).get_base)
 }
 
 /// The CPU context of `backend`, aborting (naming `func`) if it is not a CPU backend.
@@ -145,7 +170,7 @@ pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
 
 /// `wsp_ggml_backend_cpu_buffer_from_ptr`: `backend` may be NULL (ggml-alloc.c passes NULL).
 pub fn buffer_from_ptr(backend: wsp_ggml_backend_t, data: *mut c_void, size: usize) -> BufferRef {
-    buffer_init(backend, CPU_BUFFER_FROM_PTR_I, data, size)
+    buffer_init(backend, cpu_buffer_iface(true), data, size)
 }
 
 fn tensor_arg(t: *const wsp_ggml_tensor, func: &str) -> TensorRef {
@@ -196,7 +221,7 @@ unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) 
         let func = "wsp_ggml_backend_alloc_buffer";
         let total = size.checked_add(TENSOR_ALIGNMENT).unwrap_or_else(|| fatal(func, &format!("size {size} is too large")));
         let data = AlignedBuf::new(total, func).into_raw();
-        buffer_init(backend, CPU_BUFFER_I, data.cast(), total).as_ptr()
+        buffer_init(backend, cpu_buffer_iface(false), data.cast(), total).as_ptr()
     })
 }
 

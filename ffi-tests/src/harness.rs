@@ -96,8 +96,18 @@ pub fn build(name: &str, sources: &[&str], flavour: Flavour) -> PathBuf {
 }
 
 pub fn build_with(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str]) -> PathBuf {
+    build_full(name, sources, flavour, extra_flags, None)
+}
+
+/// Like [`build`] with our flavour, but linking the given static library
+/// (e.g. a release build) instead of the one cargo built for the tests.
+pub fn build_against(name: &str, sources: &[&str], staticlib: &Path) -> PathBuf {
+    build_full(name, sources, Flavour::Ours, &[], Some(staticlib))
+}
+
+fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str], lib: Option<&Path>) -> PathBuf {
     let out = out_dir();
-    let exe = bin_dir(flavour).join(name);
+    let exe = bin_dir(flavour).join(if lib.is_some() { format!("{name}-custom-lib") } else { name.to_string() });
     let headers = match flavour {
         Flavour::Ours => include_dir(),
         Flavour::Original => out.join("ref"),
@@ -118,7 +128,7 @@ pub fn build_with(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &
     cmd.arg("-o").arg(&exe).arg("-Wl,--start-group");
     match flavour {
         Flavour::Ours => {
-            cmd.arg(out.join("libggml_alloc_ours.a")).arg(staticlib());
+            cmd.arg(out.join("libggml_alloc_ours.a")).arg(lib.map_or_else(staticlib, Path::to_path_buf));
         }
         Flavour::Original => {
             cmd.arg(out.join("libggml_alloc_ref.a")).arg(out.join("libggml_backend_ref.a"));

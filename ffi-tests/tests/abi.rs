@@ -139,3 +139,28 @@ fn whisper_cpp_compiles_and_links_against_our_library() {
     let r = harness::run(&exe, &[]);
     assert_eq!(String::from_utf8_lossy(&r.stdout), "no model, as expected\n");
 }
+
+/// What users ship is a release build: build one (in its own target folder,
+/// so it never waits on the test build's lock) and check behaviour that
+/// depends on code generation, such as recognising the CPU backend by its
+/// function table (a release-only failure once made whisper.cpp run with the
+/// wrong thread count).
+#[test]
+fn release_build_behaves_like_the_test_build() {
+    let root = headers::workspace_root();
+    let target = root.join("target").join("release-check");
+    let o = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "wsp_ggml_backend", "--target-dir"])
+        .arg(&target)
+        .current_dir(&root)
+        .output()
+        .expect("run cargo");
+    assert!(o.status.success(), "release build failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let lib = target.join("release").join("libwsp_ggml_backend.a");
+    let exe = harness::build_against("ours_extras", &["ours_extras.c"], &lib);
+    let r = harness::run(&exe, &[]);
+    assert!(r.status.success(), "release build: {}", String::from_utf8_lossy(&r.stderr));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(out.contains("ok is_cpu(NULL) == false"), "{out}");
+    assert!(out.contains("ok alignment of a backend-less from_ptr buffer"), "{out}");
+}
