@@ -15,6 +15,8 @@
 //                          (whisper_full: the logits_filter_callback; probe:
 //                          whisper_get_logits after each whisper_decode)
 //   text: ...              the transcript (not in probe mode)
+//   cpu_backend: ...       what the library says of a fresh CPU backend (whisper.cpp
+//                          relies on wsp_ggml_backend_is_cpu to set its thread count)
 //   load_ms / run_ms: N    wall-clock times
 //
 // Bad input never crashes: a missing, truncated or malformed model file, a
@@ -25,6 +27,7 @@
 // multi-channel WAVs mixed down to mono, with a note on stderr.
 
 #include "whisper.h"
+#include "ggml-backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -310,6 +313,13 @@ int run(int argc, char ** argv) {
         fail(1, "expected MODEL and WAV arguments");
     }
     whisper_log_set(log_cb, nullptr);
+
+    {
+        wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+        if (!cpu) fail(4, "wsp_ggml_backend_cpu_init failed");
+        printf("cpu_backend: name=%s is_cpu=%d\n", wsp_ggml_backend_name(cpu), (int) wsp_ggml_backend_is_cpu(cpu));
+        wsp_ggml_backend_free(cpu);
+    }
 
     std::string audio_desc;
     const std::vector<float> pcm = read_wav(pos[1], audio_desc);
