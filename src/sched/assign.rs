@@ -1,14 +1,28 @@
-//! Backend assignment and graph splitting: the original's four passes.
+//! Backend assignment and graph splitting: the original's four passes, run
+//! over an integer-indexed copy of the graph (each tensor is hashed once per
+//! compute, when the graph is indexed; the passes only index arrays).
 
-use super::{copy_name, Cause, Sched, Split, NONE};
-use crate::backend::tensor_backend;
+use super::{copy_name, Cause, Sched, Split, FOREIGN, NONE};
+use crate::backend::BackendRef;
+use crate::buffer::BufferRef;
 use crate::fatal::fatal;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, GraphRef, TensorRef, WSP_GGML_MAX_SRC};
+
+/// The best candidate of the original's source rule: a source wins if its
+/// backend has a better priority *and* it is at least as large as the current
+/// winner. Sizes are only computed when two candidates meet.
+#[derive(Clone, Copy)]
+struct Best {
+    prio: u32,
+    id: u32,
+    j: u8,
+    size: Option<usize>,
+}
 
 impl Sched {
     /// Dense id of `t` in this compute's tables, registering it on first sight.
     #[inline]
-    fn id(&mut self, t: TensorRef) -> usize {
+    fn id(&mut self, t: TensorRef) -> u32 {
         let st = &mut self.st;
         let next = st.tensors.len() as u32;
         let (id, inserted) = st.ids.get_or_insert_with(t.as_ptr() as usize, || next);
@@ -16,14 +30,16 @@ impl Sched {
             st.tensors.push(t);
             st.assign.push(NONE);
             st.cause.push(Cause::Unset);
+            st.loc.push(locate(&self.backends, t));
             st.input_mark.push(0);
         }
-        id as usize
+        id
     }
 
-    fn set(&mut self, id: usize, backend: u32, cause: Cause) {
-        self.st.assign[id] = backend;
-        self.st.cause[id] = cause;
+    #[inline]
+    fn set(&mut self, id: u32, backend: u32, cause: Cause) {
+        self.st.assign[id as usize] = backend;
+        self.st.cause[id as usize] = cause;
     }
 
     fn user_assignment(&self, t: TensorRef) -> Option<u32> {
@@ -33,28 +49,68 @@ impl Sched {
         self.user.get(&(t.as_ptr() as usize)).copied()
     }
 
+    fn nbytes(&self, id: u32) -> usize {
+        self.st.tensors[id as usize].nbytes()
+    }
+
+    /// Fold candidate (`prio`, `id`) into `best` by the original's rule.
+    #[inline]
+    fn consider(&self, best: &mut Option<Best>, prio: u32, id: u32, j: usize) {
+        match best {
+            None => *best = Some(Best { prio, id, j: j as u8, size: None }),
+            Some(b) if prio < b.prio => {
+                let cur = *b.size.get_or_insert_with(|| self.nbytes(b.id));
+                let size = self.nbytes(id);
+                if size >= cur {
+                    *b = Best { prio, id, j: j as u8, size: Some(size) };
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The backend index for location `loc` of tensor `id`, aborting if it is
+    /// a backend the scheduler does not have (the original indexed out of bounds).
+    fn known(&self, loc: u32, id: u32, func: &str) -> u32 {
+        if loc == FOREIGN {
+            let t = self.st.tensors[id as usize];
+            let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
+            fatal(
+                func,
+                &format!("tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends", t.name_lossy()),
+            );
+        }
+        loc
+    }
+
     /// Assign every node to a backend and cut the graph into splits.
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) {
-        self.reset_tables(graph);
-        self.pass1_from_locations(graph, func);
-        self.pass2_from_sources(graph);
-        self.move_unsupported_nodes(graph, func);
-        self.pass3_sources_from_consumers(graph, func);
-        self.pass4_split(graph);
+        self.index_graph(graph);
+        self.pass1_from_locations(func);
+        self.pass2_from_sources();
+        self.move_unsupported_nodes(func);
+        self.pass3_sources_from_consumers(func);
+        self.pass4_split();
         self.build_graphs(graph);
         if self.debug {
             self.print_assignments(graph);
         }
     }
 
-    fn reset_tables(&mut self, graph: GraphRef) {
+    /// Clear the tables and give every leaf, node, source and view source an id.
+    fn index_graph(&mut self, graph: GraphRef) {
+        let (n_nodes, n_leafs) = (graph.n_nodes(), graph.n_leafs());
         let st = &mut self.st;
-        let expected = 2 * (graph.n_nodes() + graph.n_leafs()) + 16;
-        st.ids.clear(expected);
+        st.ids.clear(n_nodes + n_leafs + 16);
         st.tensors.clear();
         st.assign.clear();
         st.cause.clear();
+        st.loc.clear();
         st.input_mark.clear();
+        st.leaf_id.clear();
+        st.node_id.clear();
+        st.node_srcs.clear();
+        st.node_vsrc.clear();
         st.copy_of.clear();
         st.n_copies = 0;
         st.splits.clear();
@@ -62,91 +118,114 @@ impl Sched {
         st.patches.clear();
         st.alloc_nodes.clear();
         st.split_graphs.clear();
-        st.tensors.reserve(expected / 2);
+        st.tensors.reserve(n_nodes + n_leafs);
         // statistics describe the last compute of the current split graph
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
+
+        for leaf in graph.leafs() {
+            let id = self.id(leaf);
+            self.st.leaf_id.push(id);
+        }
+        for node in graph.nodes() {
+            let id = self.id(node);
+            self.st.node_id.push(id);
+        }
+        for node in graph.nodes() {
+            let mut srcs = [NONE; WSP_GGML_MAX_SRC];
+            for (j, src) in node.srcs() {
+                srcs[j] = self.id(src);
+            }
+            let vsrc = node.view_src().map_or(NONE, |v| self.id(v));
+            self.st.node_srcs.push(srcs);
+            self.st.node_vsrc.push(vsrc);
+        }
+    }
+
+    fn node(&self, i: usize) -> TensorRef {
+        self.st.tensors[self.st.node_id[i] as usize]
+    }
+
+    /// Sources of node `i` as (slot, id), stopping at the first NULL as ggml does.
+    fn srcs(&self, i: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.st.node_srcs[i].iter().copied().take_while(|&s| s != NONE).enumerate()
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
     /// memory) already lives on a backend.
-    fn pass1_from_locations(&mut self, graph: GraphRef, func: &str) {
-        for leaf in graph.leafs() {
-            let id = self.id(leaf);
+    fn pass1_from_locations(&mut self, func: &str) {
+        for k in 0..self.st.leaf_id.len() {
+            let id = self.st.leaf_id[k];
+            let leaf = self.st.tensors[id as usize];
             if let Some(b) = self.user_assignment(leaf) {
                 self.set(id, b, Cause::User);
                 continue;
             }
-            if self.st.assign[id] != NONE {
+            if self.st.assign[id as usize] != NONE {
                 continue;
             }
-            let backend = tensor_backend(leaf).or_else(|| leaf.view_src().and_then(tensor_backend));
-            if let Some(backend) = backend {
-                let b = self.index_of_tensor_backend(leaf, backend, func);
+            let mut loc = self.st.loc[id as usize];
+            if loc == NONE {
+                if let Some(vs) = leaf.view_src() {
+                    loc = locate(&self.backends, vs);
+                }
+            }
+            if loc != NONE {
+                let b = self.known(loc, id, func);
                 self.set(id, b, Cause::Leaf);
             }
         }
-        for node in graph.nodes() {
-            let id = self.id(node);
-            if let Some(b) = self.user_assignment(node) {
+        for i in 0..self.st.node_id.len() {
+            let id = self.st.node_id[i];
+            if let Some(b) = self.user_assignment(self.node(i)) {
                 self.set(id, b, Cause::User);
                 continue;
             }
-            if self.st.assign[id] != NONE {
+            if self.st.assign[id as usize] != NONE {
                 continue;
             }
             // The destination is already allocated: keep it there (e.g. KV cache updates).
-            if let Some(backend) = tensor_backend(node) {
-                let b = self.index_of_tensor_backend(node, backend, func);
+            let loc = self.st.loc[id as usize];
+            if loc != NONE {
+                let b = self.known(loc, id, func);
                 self.set(id, b, Cause::Dst);
                 continue;
             }
-            if let Some(backend) = node.view_src().and_then(tensor_backend) {
-                let b = self.index_of_tensor_backend(node, backend, func);
+            let vs = self.st.node_vsrc[i];
+            if vs != NONE && self.st.loc[vs as usize] != NONE {
+                let b = self.known(self.st.loc[vs as usize], vs, func);
                 self.set(id, b, Cause::ViewSrc);
                 continue;
             }
-            // The preferred backend among the sources' locations. The original's
-            // rule, kept exactly: a source wins if its backend has a better
-            // priority *and* it is at least as large as the current winner.
-            let mut best: Option<(u32, usize, u8)> = None;
-            for (j, src) in node.srcs() {
-                let Some(backend) = tensor_backend(src) else { continue };
-                let Some(prio) = self.backends.iter().position(|&b| b == backend) else { continue };
-                let size = src.nbytes();
-                let (cur_prio, cur_size) = best.map_or((u32::MAX, 0), |(p, s, _)| (p, s));
-                if (prio as u32) < cur_prio && size >= cur_size {
-                    best = Some((prio as u32, size, j as u8));
+            let mut best = None;
+            for (j, sid) in self.srcs(i) {
+                let prio = self.st.loc[sid as usize];
+                if prio < FOREIGN {
+                    self.consider(&mut best, prio, sid, j);
                 }
             }
-            if let Some((b, _, j)) = best {
-                self.set(id, b, Cause::Src(j));
+            if let Some(b) = best {
+                self.set(id, b.prio, Cause::Src(b.j));
             }
         }
     }
 
     /// Pass 2: remaining nodes follow their sources' assignments (same rule).
-    fn pass2_from_sources(&mut self, graph: GraphRef) {
-        for node in graph.nodes() {
-            let id = self.id(node);
-            if self.st.assign[id] != NONE {
+    fn pass2_from_sources(&mut self) {
+        for i in 0..self.st.node_id.len() {
+            let id = self.st.node_id[i];
+            if self.st.assign[id as usize] != NONE {
                 continue;
             }
-            let mut best: Option<(u32, usize, u8)> = None;
-            for (j, src) in node.srcs() {
-                let sid = self.id(src);
-                let a = self.st.assign[sid];
-                if a == NONE {
-                    continue;
-                }
-                let size = src.nbytes();
-                let (cur_prio, cur_size) = best.map_or((u32::MAX, 0), |(p, s, _)| (p, s));
-                if a < cur_prio && size >= cur_size {
-                    best = Some((a, size, j as u8));
+            let mut best = None;
+            for (j, sid) in self.srcs(i) {
+                let a = self.st.assign[sid as usize];
+                if a != NONE {
+                    self.consider(&mut best, a, sid, j);
                 }
             }
-            if let Some((b, _, j)) = best {
-                self.set(id, b, Cause::Pass2Src(j));
+            if let Some(b) = best {
+                self.set(id, b.prio, Cause::Pass2Src(b.j));
             }
         }
     }
@@ -158,33 +237,33 @@ impl Sched {
     /// cannot move on its own: it follows a moved memory owner, and a node
     /// whose memory owner stays on a rejecting backend is an error.
     /// With backends that support every op nothing changes.
-    fn move_unsupported_nodes(&mut self, graph: GraphRef, func: &str) {
+    fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the calls when all backends are CPU.
         let all_cpu: Vec<bool> = self.backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect();
         if all_cpu.iter().all(|&c| c) {
             return;
         }
         let n = self.backends.len();
-        for node in graph.nodes() {
-            let id = self.id(node);
+        for i in 0..self.st.node_id.len() {
+            let id = self.st.node_id[i];
+            let node = self.node(i);
             // Follow a memory owner that was moved (before deciding anything else).
-            if let Some(vs) = node.view_src() {
-                let vid = self.id(vs);
-                if matches!(self.st.cause[vid], Cause::Unsupported | Cause::FollowsMemory)
-                    && self.st.assign[id] != self.st.assign[vid]
-                {
-                    let owner = self.st.assign[vid];
-                    self.set(id, owner, Cause::FollowsMemory);
-                }
+            let vs = self.st.node_vsrc[i];
+            if vs != NONE
+                && matches!(self.st.cause[vs as usize], Cause::Unsupported | Cause::FollowsMemory)
+                && self.st.assign[id as usize] != self.st.assign[vs as usize]
+            {
+                let owner = self.st.assign[vs as usize];
+                self.set(id, owner, Cause::FollowsMemory);
             }
             if node.is_view_op() {
                 continue;
             }
-            let a = self.st.assign[id];
+            let a = self.st.assign[id as usize];
             if a == NONE || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
                 continue;
             }
-            let cause = self.st.cause[id];
+            let cause = self.st.cause[id as usize];
             let here = self.backends[a as usize];
             let pinned = match (cause, node.view_src()) {
                 (Cause::User, _) => Some("it was assigned there with set_node_backend".to_string()),
@@ -217,24 +296,30 @@ impl Sched {
     /// Pass 3: unassigned sources (leafs in practice) go where their consumer is.
     /// A node still without a backend here would crash the original later; we
     /// stop with a message instead.
-    fn pass3_sources_from_consumers(&mut self, graph: GraphRef, func: &str) {
-        for node in graph.nodes() {
-            let id = self.id(node);
-            let a = self.st.assign[id];
-            if a == NONE && (!node.is_view_op() || node.data().is_null()) {
-                fatal(
-                    func,
-                    &format!(
-                        "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
-                         backend buffer (pre-allocate the graph's inputs or weights)",
-                        node.name_lossy(),
-                        ggml::op_name(node.op())
-                    ),
-                );
+    fn pass3_sources_from_consumers(&mut self, func: &str) {
+        for i in 0..self.st.node_id.len() {
+            let id = self.st.node_id[i];
+            let a = self.st.assign[id as usize];
+            if a == NONE {
+                let node = self.node(i);
+                if !node.is_view_op() || node.data().is_null() {
+                    fatal(
+                        func,
+                        &format!(
+                            "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
+                             backend buffer (pre-allocate the graph's inputs or weights)",
+                            node.name_lossy(),
+                            ggml::op_name(node.op())
+                        ),
+                    );
+                }
             }
-            for (_, src) in node.srcs() {
-                let sid = self.id(src);
-                if self.st.assign[sid] == NONE {
+            for j in 0..WSP_GGML_MAX_SRC {
+                let sid = self.st.node_srcs[i][j];
+                if sid == NONE {
+                    break;
+                }
+                if self.st.assign[sid as usize] == NONE {
                     self.set(sid, a, Cause::FromConsumer);
                 }
             }
@@ -243,28 +328,23 @@ impl Sched {
 
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
     /// and redirect sources living elsewhere to copies on the split's backend.
-    fn pass4_split(&mut self, graph: GraphRef) {
-        let n = graph.n_nodes();
+    fn pass4_split(&mut self) {
+        let n = self.st.node_id.len();
         // The first split's backend: the first node that is not a view.
         let first = (0..n)
-            .map(|i| graph.node(i))
-            .find(|t| t.view_src().is_none())
-            .or_else(|| (0..n).map(|i| graph.node(i)).find(|t| !t.is_view_op()))
-            .map(|t| {
-                let id = self.id(t);
-                self.st.assign[id]
-            });
+            .find(|&i| self.st.node_vsrc[i] == NONE)
+            .or_else(|| (0..n).find(|&i| !self.node(i).is_view_op()))
+            .map(|i| self.st.assign[self.st.node_id[i] as usize]);
         let Some(mut cur) = first else {
             return; // no node to compute
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
-            let node = graph.node(i);
+            let node = self.node(i);
             if node.is_view_op() {
                 continue;
             }
-            let id = self.id(node);
-            let a = self.st.assign[id];
+            let a = self.st.assign[self.st.node_id[i] as usize];
             if a != cur {
                 let k = self.st.splits.len();
                 let inputs_at = self.st.inputs.len();
@@ -273,30 +353,33 @@ impl Sched {
                 cur = a;
             }
             let split_no = self.st.splits.len() as u32;
-            for (j, src) in node.srcs() {
-                let sid = self.id(src);
-                if self.st.assign[sid] == cur {
+            for j in 0..WSP_GGML_MAX_SRC {
+                let sid = self.st.node_srcs[i][j];
+                if sid == NONE {
+                    break;
+                }
+                if self.st.assign[sid as usize] == cur {
                     continue;
                 }
                 let copy = self.copy_for(sid, cur);
-                if self.st.input_mark[sid] != split_no {
-                    self.st.input_mark[sid] = split_no;
-                    self.st.inputs.push((sid as u32, copy));
+                if self.st.input_mark[sid as usize] != split_no {
+                    self.st.input_mark[sid as usize] = split_no;
+                    self.st.inputs.push((sid, copy));
                     self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
                 }
                 let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
                 node.set_src(j, copy_ref);
-                self.st.patches.push((node, j, src));
+                self.st.patches.push((node, j, self.st.tensors[sid as usize]));
             }
         }
     }
 
     /// The copy of tensor `sid` on backend `b`, made once per graph and backend.
-    fn copy_for(&mut self, sid: usize, b: u32) -> u32 {
-        if let Some(&c) = self.st.copy_of.get(&(sid as u32, b)) {
+    fn copy_for(&mut self, sid: u32, b: u32) -> u32 {
+        if let Some(&c) = self.st.copy_of.get(&(sid, b)) {
             return c;
         }
-        let src = self.st.tensors[sid];
+        let src = self.st.tensors[sid as usize];
         let name = copy_name(self.backends[b as usize], src);
         let st = &mut self.st;
         let c = st.n_copies;
@@ -305,7 +388,7 @@ impl Sched {
         }
         ggml::dup_tensor_layout(&mut st.copies[c], src, &name);
         st.n_copies += 1;
-        st.copy_of.insert((sid as u32, b), c as u32);
+        st.copy_of.insert((sid, b), c as u32);
         let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
         let cid = self.id(copy_ref);
         self.set(cid, b, Cause::InputCopy);
@@ -325,7 +408,7 @@ impl Sched {
                 st.alloc_nodes.push(copy);
             }
             for i in split.i_start..split.i_end {
-                st.alloc_nodes.push(graph.node(i).as_ptr());
+                st.alloc_nodes.push(st.tensors[st.node_id[i] as usize].as_ptr());
             }
             // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
             // the graph's node (and gradient) arrays.
@@ -347,4 +430,13 @@ impl Sched {
             });
         }
     }
+}
+
+/// Where `t`'s memory is: the index of its buffer's backend among `backends`,
+/// NONE without a buffer (or backend), FOREIGN for a backend not in the list.
+fn locate(backends: &[BackendRef], t: TensorRef) -> u32 {
+    let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
+        return NONE;
+    };
+    backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u32)
 }

@@ -57,15 +57,28 @@ struct Split {
     inputs: std::ops::Range<usize>,
 }
 
-/// Per-compute tables. Cleared, never freed, between computes.
+/// "Not in a buffer of any of the scheduler's backends" in `State::loc`.
+const FOREIGN: u32 = u32::MAX - 1;
+
+/// Per-compute tables, indexed by dense tensor id (or node index) so that the
+/// passes never hash: each tensor is looked up once per compute, when the
+/// graph is indexed. Cleared, never freed, between computes.
 #[derive(Default)]
 struct State {
     ids: PtrMap,
     tensors: Vec<TensorRef>,
     assign: Vec<u32>,
     cause: Vec<Cause>,
+    /// Backend index of the buffer the tensor lives in (NONE: no buffer, FOREIGN: another backend).
+    loc: Vec<u32>,
     /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
     input_mark: Vec<u32>,
+    /// Per leaf: its id.
+    leaf_id: Vec<u32>,
+    /// Per node (graph order): its id, its sources' ids (NONE-terminated) and its view source's id.
+    node_id: Vec<u32>,
+    node_srcs: Vec<[u32; ggml::WSP_GGML_MAX_SRC]>,
+    node_vsrc: Vec<u32>,
     /// (tensor id, backend) -> index in `copies`.
     copy_of: HashMap<(u32, u32), u32>,
     /// Input copies; boxed so their addresses are stable. Reused across computes.
@@ -159,22 +172,6 @@ impl Sched {
                     "argument 'backend' ('{}') is not one of the scheduler's {} backends",
                     backend.name_lossy(),
                     self.backends.len()
-                ),
-            ),
-        }
-    }
-
-    /// Index of the backend holding tensor `t` (in a buffer), if any; aborts if
-    /// that backend is not in the scheduler (the original indexed out of bounds).
-    fn index_of_tensor_backend(&self, t: TensorRef, backend: BackendRef, func: &str) -> u32 {
-        match self.backends.iter().position(|&b| b == backend) {
-            Some(i) => i as u32,
-            None => fatal(
-                func,
-                &format!(
-                    "tensor '{}' lives in a buffer of backend '{}', which is not one of the scheduler's backends",
-                    t.name_lossy(),
-                    backend.name_lossy()
                 ),
             ),
         }
@@ -336,15 +333,14 @@ impl Sched {
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
     fn alloc_splits(&mut self) {
         let st = &mut self.st;
-        // Room for every tensor we know plus the view sources ggml-alloc may add.
-        let want = (2 * (st.tensors.len() + st.alloc_nodes.len()) + 64) | 1;
-        if st.hash_keys.len() < want {
-            st.hash_keys = vec![std::ptr::null_mut(); want];
-            st.hash_talloc = vec![std::ptr::null_mut(); want];
-        } else {
-            st.hash_keys.fill(std::ptr::null_mut());
-            st.hash_talloc.fill(std::ptr::null_mut());
-        }
+        // Every tensor ggml-alloc looks up is in our tables (nodes, leafs,
+        // sources, view sources, input copies); a load factor of 2/3 keeps
+        // ggml's linear probing short. The size changes with the graph.
+        let want = (((st.tensors.len() + st.alloc_nodes.len() / 2) * 3 / 2).max(st.alloc_nodes.len()) + 17) | 1;
+        st.hash_keys.clear();
+        st.hash_keys.resize(want, std::ptr::null_mut());
+        st.hash_talloc.clear();
+        st.hash_talloc.resize(want, std::ptr::null_mut());
         let hash_set = wsp_ggml_hash_set { size: st.hash_keys.len(), keys: st.hash_keys.as_mut_ptr() };
         for (id, &t) in st.tensors.iter().enumerate() {
             let a = st.assign[id];
@@ -507,31 +503,6 @@ impl Sched {
             }
             let _ = writeln!(out);
         }
-    }
-
-    /// Bytes of host memory the scheduler holds besides compute buffers.
-    pub fn heap_bytes(&self) -> usize {
-        let st = &self.st;
-        std::mem::size_of::<Sched>()
-            + st.ids.heap_bytes()
-            + st.tensors.capacity() * 8
-            + st.assign.capacity() * 4
-            + st.cause.capacity() * std::mem::size_of::<Cause>()
-            + st.input_mark.capacity() * 4
-            + st.copy_of.capacity() * 16
-            + st.copies.len() * std::mem::size_of::<wsp_ggml_tensor>()
-            + st.copies.capacity() * 8
-            + st.splits.capacity() * std::mem::size_of::<Split>()
-            + st.inputs.capacity() * 8
-            + st.patches.capacity() * 24
-            + st.alloc_nodes.capacity() * 8
-            + st.split_graphs.capacity() * std::mem::size_of::<wsp_ggml_cgraph>()
-            + st.hash_keys.capacity() * 8
-            + st.hash_talloc.capacity() * 8
-            + self.backends.capacity() * 16
-            + self.buffer_sizes.capacity() * 8
-            + self.split_stats.capacity() * std::mem::size_of::<SplitStats>()
-            + self.backend_stats.capacity() * std::mem::size_of::<BackendStats>()
     }
 }
 
