@@ -1,12 +1,22 @@
 //! A small open-addressing map from tensor address to a dense index.
 //!
-//! The scheduler looks every tensor up several times per compute; this map
-//! is sized to the graph, cleared in O(capacity), and never shrinks, so a
-//! scheduler reused for many computes allocates nothing in steady state.
+//! The scheduler indexes every tensor of a graph once per compute. Slots
+//! carry a generation number, so emptying the map is O(1) (bump the
+//! generation) instead of rewriting the whole table; the table is sized to
+//! the graph and never shrinks, so a scheduler reused for many computes
+//! allocates nothing in steady state.
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: usize,
+    val: u32,
+    /// The slot is occupied iff `gen` equals the map's current generation.
+    gen: u32,
+}
 
 pub struct PtrMap {
-    keys: Vec<usize>,
-    vals: Vec<u32>,
+    slots: Vec<Slot>,
+    gen: u32,
     len: usize,
     shift: u32,
 }
@@ -19,7 +29,7 @@ impl Default for PtrMap {
 
 impl PtrMap {
     pub fn new() -> Self {
-        PtrMap { keys: vec![0; 16], vals: vec![0; 16], len: 0, shift: 64 - 4 }
+        PtrMap { slots: vec![Slot::default(); 16], gen: 1, len: 0, shift: 64 - 4 }
     }
 
     #[inline]
@@ -31,12 +41,15 @@ impl PtrMap {
     /// Empty the map, making room for `expected` keys without rehashing.
     pub fn clear(&mut self, expected: usize) {
         let want = (expected * 2).next_power_of_two().max(16);
-        if want > self.keys.len() {
-            self.keys = vec![0; want];
-            self.vals = vec![0; want];
+        if want > self.slots.len() {
+            self.slots = vec![Slot::default(); want];
             self.shift = 64 - want.trailing_zeros();
+            self.gen = 1;
+        } else if self.gen == u32::MAX {
+            self.slots.fill(Slot::default());
+            self.gen = 1;
         } else {
-            self.keys.fill(0);
+            self.gen += 1;
         }
         self.len = 0;
     }
@@ -51,60 +64,57 @@ impl PtrMap {
 
     #[inline]
     pub fn get(&self, key: usize) -> Option<u32> {
-        debug_assert!(key != 0);
-        let mask = self.keys.len() - 1;
+        let mask = self.slots.len() - 1;
         let mut i = self.slot(key);
         loop {
-            match self.keys[i] {
-                0 => return None,
-                k if k == key => return Some(self.vals[i]),
-                _ => i = (i + 1) & mask,
+            let s = &self.slots[i];
+            if s.gen != self.gen {
+                return None;
             }
+            if s.key == key {
+                return Some(s.val);
+            }
+            i = (i + 1) & mask;
         }
     }
 
     /// The value for `key`, inserting `make()` if absent. Returns (value, inserted).
     #[inline]
     pub fn get_or_insert_with(&mut self, key: usize, make: impl FnOnce() -> u32) -> (u32, bool) {
-        debug_assert!(key != 0);
-        if (self.len + 1) * 2 > self.keys.len() {
+        if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
         }
-        let mask = self.keys.len() - 1;
+        let mask = self.slots.len() - 1;
+        let gen = self.gen;
         let mut i = self.slot(key);
         loop {
-            match self.keys[i] {
-                0 => {
-                    let v = make();
-                    self.keys[i] = key;
-                    self.vals[i] = v;
-                    self.len += 1;
-                    return (v, true);
-                }
-                k if k == key => return (self.vals[i], false),
-                _ => i = (i + 1) & mask,
+            let s = &mut self.slots[i];
+            if s.gen != gen {
+                let v = make();
+                *s = Slot { key, val: v, gen };
+                self.len += 1;
+                return (v, true);
             }
+            if s.key == key {
+                return (s.val, false);
+            }
+            i = (i + 1) & mask;
         }
     }
 
     fn grow(&mut self) {
-        let old_keys = std::mem::take(&mut self.keys);
-        let old_vals = std::mem::take(&mut self.vals);
-        let cap = old_keys.len() * 2;
-        self.keys = vec![0; cap];
-        self.vals = vec![0; cap];
+        let gen = self.gen;
+        let old = std::mem::take(&mut self.slots);
+        let cap = old.len() * 2;
+        self.slots = vec![Slot::default(); cap];
         self.shift = 64 - cap.trailing_zeros();
+        self.gen = 1;
         self.len = 0;
-        for (k, v) in old_keys.into_iter().zip(old_vals) {
-            if k != 0 {
-                self.get_or_insert_with(k, || v);
+        for s in old {
+            if s.gen == gen {
+                self.get_or_insert_with(s.key, || s.val);
             }
         }
-    }
-
-    /// Bytes held by the table.
-    pub fn heap_bytes(&self) -> usize {
-        self.keys.capacity() * std::mem::size_of::<usize>() + self.vals.capacity() * 4
     }
 }
 
@@ -115,19 +125,34 @@ mod tests {
     #[test]
     fn insert_get_grow_clear() {
         let mut m = PtrMap::new();
-        for i in 1..=1000usize {
-            let (v, ins) = m.get_or_insert_with(i * 368, || i as u32);
-            assert!(ins);
-            assert_eq!(v, i as u32);
+        for round in 0..3 {
+            for i in 1..=1000usize {
+                let (v, ins) = m.get_or_insert_with(i * 368, || (i + round) as u32);
+                assert!(ins);
+                assert_eq!(v, (i + round) as u32);
+            }
+            assert_eq!(m.len(), 1000);
+            for i in 1..=1000usize {
+                assert_eq!(m.get(i * 368), Some((i + round) as u32));
+                assert_eq!(m.get_or_insert_with(i * 368, || 0), ((i + round) as u32, false));
+            }
+            assert_eq!(m.get(7), None);
+            m.clear(10);
+            assert!(m.is_empty());
+            assert_eq!(m.get(368), None);
         }
-        assert_eq!(m.len(), 1000);
-        for i in 1..=1000usize {
-            assert_eq!(m.get(i * 368), Some(i as u32));
-            assert_eq!(m.get_or_insert_with(i * 368, || 0), (i as u32, false));
-        }
-        assert_eq!(m.get(7), None);
-        m.clear(10);
-        assert!(m.is_empty());
-        assert_eq!(m.get(368), None);
+    }
+
+    #[test]
+    fn generation_wraps() {
+        let mut m = PtrMap::new();
+        m.gen = u32::MAX - 1;
+        m.get_or_insert_with(64, || 1);
+        m.clear(1);
+        m.get_or_insert_with(128, || 2);
+        m.clear(1); // wraps: full reset
+        assert_eq!(m.get(64), None);
+        assert_eq!(m.get(128), None);
+        assert_eq!(m.get_or_insert_with(64, || 3), (3, true));
     }
 }

@@ -2,7 +2,7 @@
 //! over an integer-indexed copy of the graph (each tensor is hashed once per
 //! compute, when the graph is indexed; the passes only index arrays).
 
-use super::{copy_name, Cause, Sched, Split, FOREIGN, NONE};
+use super::{copy_name, Cause, CopyLink, NodeInfo, Sched, Split, TensorInfo, FOREIGN, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
@@ -24,22 +24,25 @@ impl Sched {
     #[inline]
     fn id(&mut self, t: TensorRef) -> u32 {
         let st = &mut self.st;
-        let next = st.tensors.len() as u32;
+        let next = st.info.len() as u32;
         let (id, inserted) = st.ids.get_or_insert_with(t.as_ptr() as usize, || next);
         if inserted {
-            st.tensors.push(t);
-            st.assign.push(NONE);
-            st.cause.push(Cause::Unset);
-            st.loc.push(locate(&self.backends, t));
-            st.input_mark.push(0);
+            let loc = locate(&self.backends, t);
+            st.info.push(TensorInfo { t, assign: NONE, loc, input_mark: 0, copies: NONE, cause: Cause::Unset });
         }
         id
     }
 
     #[inline]
     fn set(&mut self, id: u32, backend: u32, cause: Cause) {
-        self.st.assign[id as usize] = backend;
-        self.st.cause[id as usize] = cause;
+        let info = &mut self.st.info[id as usize];
+        info.assign = backend;
+        info.cause = cause;
+    }
+
+    #[inline]
+    fn assign(&self, id: u32) -> u32 {
+        self.st.info[id as usize].assign
     }
 
     fn user_assignment(&self, t: TensorRef) -> Option<u32> {
@@ -50,7 +53,7 @@ impl Sched {
     }
 
     fn nbytes(&self, id: u32) -> usize {
-        self.st.tensors[id as usize].nbytes()
+        self.st.info[id as usize].t.nbytes()
     }
 
     /// Fold candidate (`prio`, `id`) into `best` by the original's rule.
@@ -73,7 +76,7 @@ impl Sched {
     /// a backend the scheduler does not have (the original indexed out of bounds).
     fn known(&self, loc: u32, id: u32, func: &str) -> u32 {
         if loc == FOREIGN {
-            let t = self.st.tensors[id as usize];
+            let t = self.st.info[id as usize].t;
             let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
             fatal(
                 func,
@@ -102,23 +105,18 @@ impl Sched {
         let (n_nodes, n_leafs) = (graph.n_nodes(), graph.n_leafs());
         let st = &mut self.st;
         st.ids.clear(n_nodes + n_leafs + 16);
-        st.tensors.clear();
-        st.assign.clear();
-        st.cause.clear();
-        st.loc.clear();
-        st.input_mark.clear();
+        st.info.clear();
         st.leaf_id.clear();
-        st.node_id.clear();
-        st.node_srcs.clear();
-        st.node_vsrc.clear();
-        st.copy_of.clear();
+        st.nodes.clear();
+        st.copy_links.clear();
         st.n_copies = 0;
         st.splits.clear();
         st.inputs.clear();
         st.patches.clear();
         st.alloc_nodes.clear();
         st.split_graphs.clear();
-        st.tensors.reserve(n_nodes + n_leafs);
+        st.info.reserve(n_nodes + n_leafs + 16);
+        st.nodes.reserve(n_nodes);
         // statistics describe the last compute of the current split graph
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
@@ -129,26 +127,22 @@ impl Sched {
         }
         for node in graph.nodes() {
             let id = self.id(node);
-            self.st.node_id.push(id);
+            self.st.nodes.push(NodeInfo { id, vsrc: NONE, srcs: [NONE; WSP_GGML_MAX_SRC], view_op: node.is_view_op() });
         }
-        for node in graph.nodes() {
+        for (i, node) in graph.nodes().enumerate() {
             let mut srcs = [NONE; WSP_GGML_MAX_SRC];
             for (j, src) in node.srcs() {
                 srcs[j] = self.id(src);
             }
             let vsrc = node.view_src().map_or(NONE, |v| self.id(v));
-            self.st.node_srcs.push(srcs);
-            self.st.node_vsrc.push(vsrc);
+            let n = &mut self.st.nodes[i];
+            n.srcs = srcs;
+            n.vsrc = vsrc;
         }
     }
 
     fn node(&self, i: usize) -> TensorRef {
-        self.st.tensors[self.st.node_id[i] as usize]
-    }
-
-    /// Sources of node `i` as (slot, id), stopping at the first NULL as ggml does.
-    fn srcs(&self, i: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
-        self.st.node_srcs[i].iter().copied().take_while(|&s| s != NONE).enumerate()
+        self.st.info[self.st.nodes[i].id as usize].t
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
@@ -156,15 +150,15 @@ impl Sched {
     fn pass1_from_locations(&mut self, func: &str) {
         for k in 0..self.st.leaf_id.len() {
             let id = self.st.leaf_id[k];
-            let leaf = self.st.tensors[id as usize];
+            let leaf = self.st.info[id as usize].t;
             if let Some(b) = self.user_assignment(leaf) {
                 self.set(id, b, Cause::User);
                 continue;
             }
-            if self.st.assign[id as usize] != NONE {
+            if self.assign(id) != NONE {
                 continue;
             }
-            let mut loc = self.st.loc[id as usize];
+            let mut loc = self.st.info[id as usize].loc;
             if loc == NONE {
                 if let Some(vs) = leaf.view_src() {
                     loc = locate(&self.backends, vs);
@@ -175,31 +169,32 @@ impl Sched {
                 self.set(id, b, Cause::Leaf);
             }
         }
-        for i in 0..self.st.node_id.len() {
-            let id = self.st.node_id[i];
-            if let Some(b) = self.user_assignment(self.node(i)) {
-                self.set(id, b, Cause::User);
-                continue;
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { id, vsrc: vs, srcs, .. } = self.st.nodes[i];
+            if !self.user.is_empty() {
+                if let Some(b) = self.user_assignment(self.node(i)) {
+                    self.set(id, b, Cause::User);
+                    continue;
+                }
             }
-            if self.st.assign[id as usize] != NONE {
+            if self.assign(id) != NONE {
                 continue;
             }
             // The destination is already allocated: keep it there (e.g. KV cache updates).
-            let loc = self.st.loc[id as usize];
+            let loc = self.st.info[id as usize].loc;
             if loc != NONE {
                 let b = self.known(loc, id, func);
                 self.set(id, b, Cause::Dst);
                 continue;
             }
-            let vs = self.st.node_vsrc[i];
-            if vs != NONE && self.st.loc[vs as usize] != NONE {
-                let b = self.known(self.st.loc[vs as usize], vs, func);
+            if vs != NONE && self.st.info[vs as usize].loc != NONE {
+                let b = self.known(self.st.info[vs as usize].loc, vs, func);
                 self.set(id, b, Cause::ViewSrc);
                 continue;
             }
             let mut best = None;
-            for (j, sid) in self.srcs(i) {
-                let prio = self.st.loc[sid as usize];
+            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+                let prio = self.st.info[sid as usize].loc;
                 if prio < FOREIGN {
                     self.consider(&mut best, prio, sid, j);
                 }
@@ -212,14 +207,14 @@ impl Sched {
 
     /// Pass 2: remaining nodes follow their sources' assignments (same rule).
     fn pass2_from_sources(&mut self) {
-        for i in 0..self.st.node_id.len() {
-            let id = self.st.node_id[i];
-            if self.st.assign[id as usize] != NONE {
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { id, srcs, .. } = self.st.nodes[i];
+            if self.assign(id) != NONE {
                 continue;
             }
             let mut best = None;
-            for (j, sid) in self.srcs(i) {
-                let a = self.st.assign[sid as usize];
+            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+                let a = self.assign(sid);
                 if a != NONE {
                     self.consider(&mut best, a, sid, j);
                 }
@@ -244,26 +239,25 @@ impl Sched {
             return;
         }
         let n = self.backends.len();
-        for i in 0..self.st.node_id.len() {
-            let id = self.st.node_id[i];
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { id, vsrc: vs, view_op, .. } = self.st.nodes[i];
             let node = self.node(i);
             // Follow a memory owner that was moved (before deciding anything else).
-            let vs = self.st.node_vsrc[i];
             if vs != NONE
-                && matches!(self.st.cause[vs as usize], Cause::Unsupported | Cause::FollowsMemory)
-                && self.st.assign[id as usize] != self.st.assign[vs as usize]
+                && matches!(self.st.info[vs as usize].cause, Cause::Unsupported | Cause::FollowsMemory)
+                && self.assign(id) != self.assign(vs)
             {
-                let owner = self.st.assign[vs as usize];
+                let owner = self.assign(vs);
                 self.set(id, owner, Cause::FollowsMemory);
             }
-            if node.is_view_op() {
+            if view_op {
                 continue;
             }
-            let a = self.st.assign[id as usize];
+            let a = self.assign(id);
             if a == NONE || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
                 continue;
             }
-            let cause = self.st.cause[id as usize];
+            let cause = self.st.info[id as usize].cause;
             let here = self.backends[a as usize];
             let pinned = match (cause, node.view_src()) {
                 (Cause::User, _) => Some("it was assigned there with set_node_backend".to_string()),
@@ -297,12 +291,12 @@ impl Sched {
     /// A node still without a backend here would crash the original later; we
     /// stop with a message instead.
     fn pass3_sources_from_consumers(&mut self, func: &str) {
-        for i in 0..self.st.node_id.len() {
-            let id = self.st.node_id[i];
-            let a = self.st.assign[id as usize];
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { id, srcs, view_op, .. } = self.st.nodes[i];
+            let a = self.assign(id);
             if a == NONE {
                 let node = self.node(i);
-                if !node.is_view_op() || node.data().is_null() {
+                if !view_op || node.data().is_null() {
                     fatal(
                         func,
                         &format!(
@@ -314,12 +308,8 @@ impl Sched {
                     );
                 }
             }
-            for j in 0..WSP_GGML_MAX_SRC {
-                let sid = self.st.node_srcs[i][j];
-                if sid == NONE {
-                    break;
-                }
-                if self.st.assign[sid as usize] == NONE {
+            for &sid in srcs.iter().take_while(|&&s| s != NONE) {
+                if self.assign(sid) == NONE {
                     self.set(sid, a, Cause::FromConsumer);
                 }
             }
@@ -329,22 +319,22 @@ impl Sched {
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
     /// and redirect sources living elsewhere to copies on the split's backend.
     fn pass4_split(&mut self) {
-        let n = self.st.node_id.len();
+        let n = self.st.nodes.len();
         // The first split's backend: the first node that is not a view.
         let first = (0..n)
-            .find(|&i| self.st.node_vsrc[i] == NONE)
-            .or_else(|| (0..n).find(|&i| !self.node(i).is_view_op()))
-            .map(|i| self.st.assign[self.st.node_id[i] as usize]);
+            .find(|&i| self.st.nodes[i].vsrc == NONE)
+            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op))
+            .map(|i| self.assign(self.st.nodes[i].id));
         let Some(mut cur) = first else {
             return; // no node to compute
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
-            let node = self.node(i);
-            if node.is_view_op() {
+            let NodeInfo { id, srcs, view_op, .. } = self.st.nodes[i];
+            if view_op {
                 continue;
             }
-            let a = self.st.assign[self.st.node_id[i] as usize];
+            let a = self.assign(id);
             if a != cur {
                 let k = self.st.splits.len();
                 let inputs_at = self.st.inputs.len();
@@ -353,33 +343,35 @@ impl Sched {
                 cur = a;
             }
             let split_no = self.st.splits.len() as u32;
-            for j in 0..WSP_GGML_MAX_SRC {
-                let sid = self.st.node_srcs[i][j];
-                if sid == NONE {
-                    break;
-                }
-                if self.st.assign[sid as usize] == cur {
+            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+                if self.assign(sid) == cur {
                     continue;
                 }
                 let copy = self.copy_for(sid, cur);
-                if self.st.input_mark[sid as usize] != split_no {
-                    self.st.input_mark[sid as usize] = split_no;
+                if self.st.info[sid as usize].input_mark != split_no {
+                    self.st.info[sid as usize].input_mark = split_no;
                     self.st.inputs.push((sid, copy));
                     self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
                 }
+                let node = self.node(i);
                 let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
                 node.set_src(j, copy_ref);
-                self.st.patches.push((node, j, self.st.tensors[sid as usize]));
+                self.st.patches.push((node, j, self.st.info[sid as usize].t));
             }
         }
     }
 
     /// The copy of tensor `sid` on backend `b`, made once per graph and backend.
     fn copy_for(&mut self, sid: u32, b: u32) -> u32 {
-        if let Some(&c) = self.st.copy_of.get(&(sid, b)) {
-            return c;
+        let mut link = self.st.info[sid as usize].copies;
+        while link != NONE {
+            let l = self.st.copy_links[link as usize];
+            if l.backend == b {
+                return l.copy;
+            }
+            link = l.next;
         }
-        let src = self.st.tensors[sid as usize];
+        let src = self.st.info[sid as usize].t;
         let name = copy_name(self.backends[b as usize], src);
         let st = &mut self.st;
         let c = st.n_copies;
@@ -388,7 +380,9 @@ impl Sched {
         }
         ggml::dup_tensor_layout(&mut st.copies[c], src, &name);
         st.n_copies += 1;
-        st.copy_of.insert((sid, b), c as u32);
+        let head = st.info[sid as usize].copies;
+        st.info[sid as usize].copies = st.copy_links.len() as u32;
+        st.copy_links.push(CopyLink { backend: b, copy: c as u32, next: head });
         let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
         let cid = self.id(copy_ref);
         self.set(cid, b, Cause::InputCopy);
@@ -404,11 +398,11 @@ impl Sched {
         for split in &st.splits {
             for &(input, copy) in &st.inputs[split.inputs.clone()] {
                 let copy = &mut *st.copies[copy as usize];
-                copy.src[0] = st.tensors[input as usize].as_ptr();
+                copy.src[0] = st.info[input as usize].t.as_ptr();
                 st.alloc_nodes.push(copy);
             }
-            for i in split.i_start..split.i_end {
-                st.alloc_nodes.push(st.tensors[st.node_id[i] as usize].as_ptr());
+            for node in &st.nodes[split.i_start..split.i_end] {
+                st.alloc_nodes.push(st.info[node.id as usize].t.as_ptr());
             }
             // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
             // the graph's node (and gradient) arrays.

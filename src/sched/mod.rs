@@ -57,8 +57,41 @@ struct Split {
     inputs: std::ops::Range<usize>,
 }
 
-/// "Not in a buffer of any of the scheduler's backends" in `State::loc`.
+/// "Not in a buffer of any of the scheduler's backends" in `TensorInfo::loc`.
 const FOREIGN: u32 = u32::MAX - 1;
+
+/// What a compute knows about one tensor (indexed by dense id).
+#[derive(Clone, Copy)]
+struct TensorInfo {
+    t: TensorRef,
+    /// Backend index the tensor is assigned to, or NONE.
+    assign: u32,
+    /// Backend index of the buffer the tensor lives in (NONE: no buffer, FOREIGN: another backend).
+    loc: u32,
+    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
+    input_mark: u32,
+    /// Head of the tensor's list of input copies in `State::copy_links`, or NONE.
+    copies: u32,
+    cause: Cause,
+}
+
+/// One graph node: its id, its sources' ids (NONE-terminated, as ggml stops
+/// at the first NULL source) and its view source's id.
+#[derive(Clone, Copy)]
+struct NodeInfo {
+    id: u32,
+    vsrc: u32,
+    srcs: [u32; ggml::WSP_GGML_MAX_SRC],
+    view_op: bool,
+}
+
+/// A copy of a tensor on one backend, in a singly linked list per tensor.
+#[derive(Clone, Copy)]
+struct CopyLink {
+    backend: u32,
+    copy: u32,
+    next: u32,
+}
 
 /// Per-compute tables, indexed by dense tensor id (or node index) so that the
 /// passes never hash: each tensor is looked up once per compute, when the
@@ -66,21 +99,10 @@ const FOREIGN: u32 = u32::MAX - 1;
 #[derive(Default)]
 struct State {
     ids: PtrMap,
-    tensors: Vec<TensorRef>,
-    assign: Vec<u32>,
-    cause: Vec<Cause>,
-    /// Backend index of the buffer the tensor lives in (NONE: no buffer, FOREIGN: another backend).
-    loc: Vec<u32>,
-    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
-    input_mark: Vec<u32>,
-    /// Per leaf: its id.
+    info: Vec<TensorInfo>,
     leaf_id: Vec<u32>,
-    /// Per node (graph order): its id, its sources' ids (NONE-terminated) and its view source's id.
-    node_id: Vec<u32>,
-    node_srcs: Vec<[u32; ggml::WSP_GGML_MAX_SRC]>,
-    node_vsrc: Vec<u32>,
-    /// (tensor id, backend) -> index in `copies`.
-    copy_of: HashMap<(u32, u32), u32>,
+    nodes: Vec<NodeInfo>,
+    copy_links: Vec<CopyLink>,
     /// Input copies; boxed so their addresses are stable. Reused across computes.
     copies: Vec<Box<wsp_ggml_tensor>>,
     n_copies: usize,
@@ -96,6 +118,8 @@ struct State {
     /// The hash set + parallel allocator table that ggml-alloc reads.
     hash_keys: Vec<*mut wsp_ggml_tensor>,
     hash_talloc: Vec<wsp_ggml_tallocr_t>,
+    /// Slots of `hash_talloc` written by the last compute (cleared one by one).
+    hash_used: Vec<usize>,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -220,7 +244,7 @@ impl Sched {
         // Tensors ggml-alloc is about to place (fake addresses in measure
         // buffers that are freed below): forget those placements afterwards,
         // so the measured graph does not point into freed memory.
-        let placed: Vec<TensorRef> = self.st.tensors.iter().copied().filter(|t| t.data().is_null()).collect();
+        let placed: Vec<TensorRef> = self.st.info.iter().map(|i| i.t).filter(|t| t.data().is_null()).collect();
         self.alloc_splits();
         for t in placed {
             t.clear_allocation();
@@ -254,12 +278,10 @@ impl Sched {
     /// split graph; reset the allocators.
     pub fn reset(&mut self) {
         self.finish();
-        let n = self.st.tensors.len().max(1);
-        self.st.ids.clear(n);
-        self.st.tensors.clear();
-        self.st.assign.clear();
-        self.st.cause.clear();
-        self.st.input_mark.clear();
+        self.st.ids.clear(1);
+        self.st.info.clear();
+        self.st.nodes.clear();
+        self.st.leaf_id.clear();
         self.st.splits.clear();
         self.st.inputs.clear();
         self.split_stats.clear();
@@ -281,7 +303,7 @@ impl Sched {
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef> {
         let id = self.st.ids.get(node.as_ptr() as usize)?;
-        let a = *self.st.assign.get(id as usize)?;
+        let a = self.st.info.get(id as usize)?.assign;
         (a != NONE).then(|| self.backends[a as usize])
     }
 
@@ -335,20 +357,28 @@ impl Sched {
         let st = &mut self.st;
         // Every tensor ggml-alloc looks up is in our tables (nodes, leafs,
         // sources, view sources, input copies); a load factor of 2/3 keeps
-        // ggml's linear probing short. The size changes with the graph.
-        let want = (((st.tensors.len() + st.alloc_nodes.len() / 2) * 3 / 2).max(st.alloc_nodes.len()) + 17) | 1;
+        // ggml's linear probing short. ggml requires every unused key to be
+        // NULL (a full clear); allocator slots are cleared one by one.
+        let want = (((st.info.len() + st.alloc_nodes.len() / 2) * 3 / 2).max(st.alloc_nodes.len()) + 17) | 1;
+        for &slot in &st.hash_used {
+            if let Some(t) = st.hash_talloc.get_mut(slot) {
+                *t = std::ptr::null_mut();
+            }
+        }
+        st.hash_used.clear();
         st.hash_keys.clear();
         st.hash_keys.resize(want, std::ptr::null_mut());
-        st.hash_talloc.clear();
-        st.hash_talloc.resize(want, std::ptr::null_mut());
-        let hash_set = wsp_ggml_hash_set { size: st.hash_keys.len(), keys: st.hash_keys.as_mut_ptr() };
-        for (id, &t) in st.tensors.iter().enumerate() {
-            let a = st.assign[id];
-            if a != NONE {
+        if st.hash_talloc.len() < want {
+            st.hash_talloc.resize(want, std::ptr::null_mut());
+        }
+        let hash_set = wsp_ggml_hash_set { size: want, keys: st.hash_keys.as_mut_ptr() };
+        for info in &st.info {
+            if info.assign != NONE {
                 // SAFETY: ggml's own probe over our key array of `size` entries,
                 // which always has free slots (sized above).
-                let slot = unsafe { ggml::wsp_ggml_hash_find_or_insert(hash_set, t.as_ptr()) };
-                st.hash_talloc[slot] = self.tallocs[a as usize];
+                let slot = unsafe { ggml::wsp_ggml_hash_find_or_insert(hash_set, info.t.as_ptr()) };
+                st.hash_talloc[slot] = self.tallocs[info.assign as usize];
+                st.hash_used.push(slot);
             }
         }
         let n = st.alloc_nodes.len() as i32;
@@ -407,7 +437,7 @@ impl Sched {
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
     fn copy_input(&mut self, i: usize, backend: BackendRef, func: &str) -> usize {
         let (input_id, copy) = self.st.inputs[i];
-        let input = self.st.tensors[input_id as usize];
+        let input = self.st.info[input_id as usize].t;
         let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
         if input.buffer().is_null() {
             let Some(view_src) = input.view_src() else {
@@ -483,7 +513,7 @@ impl Sched {
                 let s = &st.splits[k];
                 let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(s.backend), s.inputs.len());
                 for &(id, _) in &st.inputs[s.inputs.clone()] {
-                    let t = st.tensors[id as usize];
+                    let t = st.info[id as usize].t;
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }
                 let _ = writeln!(out);
@@ -494,7 +524,7 @@ impl Sched {
                 continue;
             }
             let show = |t: TensorRef| match id_of(t) {
-                Some(id) => format!("{} [{} {:?}]", t.name_lossy(), name(st.assign[id as usize]), st.cause[id as usize]),
+                Some(id) => format!("{} [{} {:?}]", t.name_lossy(), name(st.info[id as usize].assign), st.info[id as usize].cause),
                 None => format!("{} [NULL]", t.name_lossy()),
             };
             let _ = write!(out, "node #{i:3} ({}): {}", ggml::op_name(node.op()), show(node));
