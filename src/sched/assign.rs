@@ -127,17 +127,12 @@ impl Sched {
         }
         for node in graph.nodes() {
             let id = self.id(node);
-            self.st.nodes.push(NodeInfo { id, vsrc: NONE, srcs: [NONE; WSP_GGML_MAX_SRC], view_op: node.is_view_op() });
-        }
-        for (i, node) in graph.nodes().enumerate() {
             let mut srcs = [NONE; WSP_GGML_MAX_SRC];
             for (j, src) in node.srcs() {
                 srcs[j] = self.id(src);
             }
             let vsrc = node.view_src().map_or(NONE, |v| self.id(v));
-            let n = &mut self.st.nodes[i];
-            n.srcs = srcs;
-            n.vsrc = vsrc;
+            self.st.nodes.push(NodeInfo { id, vsrc, srcs, view_op: node.is_view_op() });
         }
     }
 
