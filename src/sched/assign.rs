@@ -188,7 +188,10 @@ impl Sched {
                 continue;
             }
             let mut best = None;
-            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+            for (j, &sid) in srcs.iter().enumerate() {
+                if sid == NONE {
+                    break;
+                }
                 let prio = self.st.info[sid as usize].loc;
                 if prio < FOREIGN {
                     self.consider(&mut best, prio, sid, j);
@@ -208,7 +211,10 @@ impl Sched {
                 continue;
             }
             let mut best = None;
-            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+            for (j, &sid) in srcs.iter().enumerate() {
+                if sid == NONE {
+                    break;
+                }
                 let a = self.assign(sid);
                 if a != NONE {
                     self.consider(&mut best, a, sid, j);
@@ -303,7 +309,10 @@ impl Sched {
                     );
                 }
             }
-            for &sid in srcs.iter().take_while(|&&s| s != NONE) {
+            for &sid in &srcs {
+                if sid == NONE {
+                    break;
+                }
                 if self.assign(sid) == NONE {
                     self.set(sid, a, Cause::FromConsumer);
                 }
@@ -338,7 +347,10 @@ impl Sched {
                 cur = a;
             }
             let split_no = self.st.splits.len() as u32;
-            for (j, &sid) in srcs.iter().take_while(|&&s| s != NONE).enumerate() {
+            for (j, &sid) in srcs.iter().enumerate() {
+                if sid == NONE {
+                    break;
+                }
                 if self.assign(sid) == cur {
                     continue;
                 }
@@ -390,6 +402,8 @@ impl Sched {
         let st = &mut self.st;
         let nodes = graph.nodes_ptr();
         let grads = graph.grads_ptr();
+        st.alloc_nodes.reserve(st.nodes.len() + st.inputs.len());
+        st.split_graphs.reserve(st.splits.len());
         for split in &st.splits {
             for &(input, copy) in &st.inputs[split.inputs.clone()] {
                 let copy = &mut *st.copies[copy as usize];
