@@ -40,7 +40,7 @@ impl PtrMap {
 
     /// Empty the map, making room for `expected` keys without rehashing.
     pub fn clear(&mut self, expected: usize) {
-        let want = (expected * 2).next_power_of_two().max(16);
+        let want = (expected + expected / 3 + 1).next_power_of_two().max(16);
         if want > self.slots.len() {
             self.slots = vec![Slot::default(); want];
             self.shift = 64 - want.trailing_zeros();
@@ -81,7 +81,8 @@ impl PtrMap {
     /// The value for `key`, inserting `make()` if absent. Returns (value, inserted).
     #[inline]
     pub fn get_or_insert_with(&mut self, key: usize, make: impl FnOnce() -> u32) -> (u32, bool) {
-        if (self.len + 1) * 2 > self.slots.len() {
+        // Keep the load at most 3/4: probes stay short, the table small.
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let mask = self.slots.len() - 1;

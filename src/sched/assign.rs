@@ -115,7 +115,8 @@ impl Sched {
         st.patches.clear();
         st.alloc_nodes.clear();
         st.split_graphs.clear();
-        st.info.reserve(n_nodes + n_leafs + 16);
+        // room for the input copies too, so that the table does not double for a few of them
+        st.info.reserve(n_nodes + n_leafs + n_nodes / 8 + 64);
         st.nodes.reserve(n_nodes);
         // statistics describe the last compute of the current split graph
         self.split_stats.clear();

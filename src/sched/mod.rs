@@ -119,7 +119,7 @@ struct State {
     hash_keys: Vec<*mut wsp_ggml_tensor>,
     hash_talloc: Vec<wsp_ggml_tallocr_t>,
     /// Slots of `hash_talloc` written by the last compute (cleared one by one).
-    hash_used: Vec<usize>,
+    hash_used: Vec<u32>,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -356,12 +356,12 @@ impl Sched {
     fn alloc_splits(&mut self) {
         let st = &mut self.st;
         // Every tensor ggml-alloc looks up is in our tables (nodes, leafs,
-        // sources, view sources, input copies); a load factor of 2/3 keeps
-        // ggml's linear probing short. ggml requires every unused key to be
-        // NULL (a full clear); allocator slots are cleared one by one.
-        let want = (((st.info.len() + st.alloc_nodes.len() / 2) * 3 / 2).max(st.alloc_nodes.len()) + 17) | 1;
+        // sources, view sources, input copies); a load factor of at most 3/4
+        // keeps ggml's linear probing short. ggml requires every unused key
+        // to be NULL (a full clear); allocator slots are cleared one by one.
+        let want = ((st.info.len() * 4 / 3).max(st.alloc_nodes.len()) + 17) | 1;
         for &slot in &st.hash_used {
-            if let Some(t) = st.hash_talloc.get_mut(slot) {
+            if let Some(t) = st.hash_talloc.get_mut(slot as usize) {
                 *t = std::ptr::null_mut();
             }
         }
@@ -378,7 +378,7 @@ impl Sched {
                 // which always has free slots (sized above).
                 let slot = unsafe { ggml::wsp_ggml_hash_find_or_insert(hash_set, info.t.as_ptr()) };
                 st.hash_talloc[slot] = self.tallocs[info.assign as usize];
-                st.hash_used.push(slot);
+                st.hash_used.push(slot as u32);
             }
         }
         let n = st.alloc_nodes.len() as i32;
