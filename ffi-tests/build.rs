@@ -10,9 +10,8 @@
 //! Test programs themselves are compiled by the harness at test time.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const CRATE: &str = "whisper-rs-sys-0.8.0";
+use ref_sources::{find_reference_sources, wsp_rename as rename, write_if_changed, CRATE};
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -69,51 +68,6 @@ fn c_build(includes: &[&Path]) -> cc::Build {
         b.include(i);
     }
     b
-}
-
-/// whisper.rn's rename of every ggml file (FACTS.md).
-fn rename(s: &str) -> String {
-    s.replace("GGML_", "WSP_GGML_").replace("ggml_", "wsp_ggml_").replace("GGUF_", "WSP_GGUF_").replace("gguf_", "wsp_gguf_")
-}
-
-fn write_if_changed(path: &Path, content: &str) {
-    if std::fs::read_to_string(path).ok().as_deref() != Some(content) {
-        std::fs::write(path, content).unwrap();
-    }
-}
-
-fn cargo_home() -> PathBuf {
-    std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cargo"))
-}
-
-fn search_registry() -> Option<PathBuf> {
-    let registry = cargo_home().join("registry").join("src");
-    for entry in std::fs::read_dir(&registry).ok()?.flatten() {
-        let dir = entry.path().join(CRATE).join("whisper.cpp");
-        if dir.join("ggml-backend.c").exists() {
-            return Some(dir);
-        }
-    }
-    None
-}
-
-/// whisper-rs-sys is locked in Cargo.lock as a never-built dependency; cargo
-/// unpacks it into its registry on `cargo metadata` (which we run if needed).
-fn find_reference_sources(root: &Path) -> PathBuf {
-    if let Some(d) = search_registry() {
-        return d;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(root.join("Cargo.toml"))
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run cargo metadata");
-    assert!(status.success(), "cargo metadata failed: cannot fetch {CRATE}");
-    search_registry().unwrap_or_else(|| panic!("{CRATE} not found under {}", cargo_home().join("registry/src").display()))
 }
 
 /// If the project's shared/reference copy is beside the checkout, make sure
