@@ -315,21 +315,6 @@ impl Drop for SchedBench {
     }
 }
 
-/// Checks that both implementations compute the same output for the graph
-/// (same assignments, same data): returns the common checksum.
-pub fn sched_same_output(n_backends: usize, n_nodes: usize) -> u64 {
-    let sums: Vec<u64> = IMPLS
-        .iter()
-        .map(|&imp| {
-            let mut sb = SchedBench::new(imp, n_backends, n_nodes, true);
-            sb.compute();
-            sb.checksum()
-        })
-        .collect();
-    assert_eq!(sums[0], sums[1], "ours and the original compute different outputs ({n_backends} backends, {n_nodes} nodes)");
-    sums[0]
-}
-
 /// Runs `f` in a forked child, which returns a duration through a pipe.
 ///
 /// Benchmark 2 needs it: the original leaks one of ggml's 64 context slots per
