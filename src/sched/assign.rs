@@ -92,8 +92,7 @@ impl Sched {
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
-        self.pass3_sources_from_consumers(func);
-        self.pass4_split();
+        self.pass3_and_4_split(func);
         self.build_graphs(graph);
         if self.debug {
             self.print_assignments(graph);
@@ -289,11 +288,26 @@ impl Sched {
         }
     }
 
-    /// Pass 3: unassigned sources (leafs in practice) go where their consumer is.
-    /// A node still without a backend here would crash the original later; we
-    /// stop with a message instead.
-    fn pass3_sources_from_consumers(&mut self, func: &str) {
-        for i in 0..self.st.nodes.len() {
+    /// Passes 3 and 4, in one walk over the nodes (pass 3 only ever assigns a
+    /// node's own unassigned sources, which pass 4 reads next, so the order of
+    /// effects is the original's):
+    /// 3. unassigned sources (leafs in practice) go where their first consumer
+    ///    is; a node still without a backend would crash the original later,
+    ///    we stop with a message instead;
+    /// 4. cut a split wherever the backend changes (view ops never cut), and
+    ///    redirect sources living elsewhere to copies on the split's backend.
+    fn pass3_and_4_split(&mut self, func: &str) {
+        let n = self.st.nodes.len();
+        // The first split's backend: the first node that is not a view.
+        let first = (0..n)
+            .find(|&i| self.st.nodes[i].vsrc == NONE)
+            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op))
+            .map(|i| self.assign(self.st.nodes[i].id));
+        let Some(mut cur) = first else {
+            return; // no node to compute
+        };
+        self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
+        for i in 0..n {
             let NodeInfo { id, srcs, view_op, .. } = self.st.nodes[i];
             let a = self.assign(id);
             if a == NONE {
@@ -318,28 +332,9 @@ impl Sched {
                     self.set(sid, a, Cause::FromConsumer);
                 }
             }
-        }
-    }
-
-    /// Pass 4: cut a split wherever the backend changes (view ops never cut),
-    /// and redirect sources living elsewhere to copies on the split's backend.
-    fn pass4_split(&mut self) {
-        let n = self.st.nodes.len();
-        // The first split's backend: the first node that is not a view.
-        let first = (0..n)
-            .find(|&i| self.st.nodes[i].vsrc == NONE)
-            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op))
-            .map(|i| self.assign(self.st.nodes[i].id));
-        let Some(mut cur) = first else {
-            return; // no node to compute
-        };
-        self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
-        for i in 0..n {
-            let NodeInfo { id, srcs, view_op, .. } = self.st.nodes[i];
             if view_op {
                 continue;
             }
-            let a = self.assign(id);
             if a != cur {
                 let k = self.st.splits.len();
                 let inputs_at = self.st.inputs.len();
