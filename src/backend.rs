@@ -91,6 +91,10 @@ macro_rules! slot {
     };
 }
 
+// The data, graph and plan pointers taken by these methods are forwarded
+// unchanged to the backend's own callbacks, never dereferenced here; their
+// validity is the C API's contract, stated once at the FFI layer.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 impl BackendRef {
     pub fn new(p: wsp_ggml_backend_t) -> Option<Self> {
         NonNull::new(p).map(BackendRef)

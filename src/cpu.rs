@@ -35,9 +35,6 @@ impl AlignedBuf {
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
-    pub fn len(&self) -> usize {
-        self.len
-    }
     /// Make room for `len` bytes; contents are not preserved (scratch use only).
     pub fn reserve_scratch(&mut self, len: usize, func: &str) {
         if len > self.len {

@@ -208,6 +208,8 @@ fn single_node_view(graph: GraphRef, i: usize) -> wsp_ggml_cgraph {
 /// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on
 /// `backend1`; it is copied to `backend2`, computed node by node on both, and
 /// `callback(i, t1, t2)` sees each non-view node's two results.
+// `user_data` is only handed back to the caller's callback.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn compare_graph_backend(
     backend1: BackendRef,
     backend2: BackendRef,

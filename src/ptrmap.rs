@@ -35,7 +35,7 @@ impl PtrMap {
     #[inline]
     fn slot(&self, key: usize) -> usize {
         // Fibonacci hashing on the address (tensors are at least 8-aligned).
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift
     }
 
     /// Empty the map, making room for `expected` keys without rehashing.

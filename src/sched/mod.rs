@@ -103,7 +103,9 @@ struct State {
     leaf_id: Vec<u32>,
     nodes: Vec<NodeInfo>,
     copy_links: Vec<CopyLink>,
-    /// Input copies; boxed so their addresses are stable. Reused across computes.
+    /// Input copies; boxed so their addresses stay put while the vector grows
+    /// (graph nodes point at them). Reused across computes.
+    #[allow(clippy::vec_box)]
     copies: Vec<Box<wsp_ggml_tensor>>,
     n_copies: usize,
     splits: Vec<Split>,
