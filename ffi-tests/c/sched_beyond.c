@@ -66,7 +66,7 @@ static float * chain_reference(const struct chain * c, int n_layer) {
     wsp_ggml_backend_tensor_get(c->x, xr->data, 0, wsp_ggml_nbytes(xr));
     struct wsp_ggml_tensor * out = chain_build(hctx, c, xr, n_layer);
     wsp_ggml_build_forward_expand(g, out);
-    su_ref_compute(g, 2);
+    su_ref_compute(g, 1);
     float * res = (float *)malloc(wsp_ggml_nbytes(out));
     CHECK(res != NULL);
     memcpy(res, out->data, wsp_ggml_nbytes(out));
@@ -110,6 +110,9 @@ static void case_set_node_backend(int n) {
     wsp_ggml_backend_t ba = su_test_backend("SNB_A", 64, true, true, true);
     wsp_ggml_backend_t bb = su_test_backend("SNB_B", 32, false, false, true);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     wsp_ggml_backend_t backends[3] = { ba, bb, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, 1 << 16);
@@ -130,7 +133,7 @@ static void case_set_node_backend(int n) {
         memcpy(xr->data, x->data, wsp_ggml_nbytes(x));
         struct wsp_ggml_tensor * o = wsp_ggml_soft_max(hctx, wsp_ggml_mul_mat(hctx, w2, wsp_ggml_gelu(hctx, wsp_ggml_mul_mat(hctx, w1, xr))));
         wsp_ggml_build_forward_expand(g, o);
-        su_ref_compute(g, 2);
+        su_ref_compute(g, 1);
         memcpy(ref, o->data, sizeof(ref));
         wsp_ggml_free(hctx);
     }
@@ -183,6 +186,9 @@ static void case_many_splits(int n) {
     }
     wsp_ggml_backend_t ba = su_test_backend("SPL_A", 64, true, true, true);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * E * E * sizeof(float) + 4096 + (size_t)n * 64);
@@ -235,6 +241,9 @@ static void case_many_inputs(int n) {
     }
     wsp_ggml_backend_t ba = su_test_backend("INP_A", 64, true, true, true);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * T * sizeof(float) + 64) + 4096);
@@ -256,7 +265,7 @@ static void case_many_inputs(int n) {
         struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(hctx);
         struct wsp_ggml_tensor * o = inputs_build(hctx, wa, xc, n);
         wsp_ggml_build_forward_expand(g, o);
-        su_ref_compute(g, 2);
+        su_ref_compute(g, 1);
         memcpy(ref, o->data, sizeof(ref));
         wsp_ggml_free(hctx);
     }
@@ -307,6 +316,7 @@ static void case_many_backends(int n_test) {
         bk[i] = su_test_backend(name, (size_t)16 << (i % 4), i % 2 == 0, i % 3 == 0, i % 2 == 1);
     }
     bk[n_test] = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_cpu_set_n_threads(bk[n_test], 1);
     for (int i = 0; i < nb; i++) {
         su_store_init(&st[i], bk[i], 1 << 16);
     }
@@ -361,6 +371,9 @@ static void case_big_graph(int n, bool same_capacity) {
     }
     wsp_ggml_backend_t ba = su_test_backend("BIG_A", 128, true, true, true);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
@@ -407,6 +420,9 @@ static void case_remeasure(int n) {
     }
     wsp_ggml_backend_t ba = su_test_backend("RE_A", 64, true, false, false);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
@@ -442,6 +458,8 @@ static void case_many_scheds(int n) {
     }
     wsp_ggml_backend_t ba = su_test_backend("MS_A", 64, true, true, true);
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    // one thread: tiny tensors, and ggml's spinning workers would make
+    // this program crawl on a loaded 2-core machine or under valgrind
     wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
     struct su_store sa, sc;
     su_store_init(&sa, ba, 1 << 16);
