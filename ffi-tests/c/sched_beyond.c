@@ -109,10 +109,7 @@ static void case_set_node_backend(int n) {
     (void)n;
     wsp_ggml_backend_t ba = su_test_backend("SNB_A", 64, true, true, true);
     wsp_ggml_backend_t bb = su_test_backend("SNB_B", 32, false, false, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     wsp_ggml_backend_t backends[3] = { ba, bb, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, 1 << 16);
@@ -185,10 +182,7 @@ static void case_many_splits(int n) {
         n = 300;
     }
     wsp_ggml_backend_t ba = su_test_backend("SPL_A", 64, true, true, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * E * E * sizeof(float) + 4096 + (size_t)n * 64);
@@ -240,10 +234,7 @@ static void case_many_inputs(int n) {
         n = 40;
     }
     wsp_ggml_backend_t ba = su_test_backend("INP_A", 64, true, true, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * T * sizeof(float) + 64) + 4096);
@@ -315,8 +306,7 @@ static void case_many_backends(int n_test) {
         snprintf(name, sizeof(name), "MB%d", i);
         bk[i] = su_test_backend(name, (size_t)16 << (i % 4), i % 2 == 0, i % 3 == 0, i % 2 == 1);
     }
-    bk[n_test] = wsp_ggml_backend_cpu_init();
-    wsp_ggml_backend_cpu_set_n_threads(bk[n_test], 1);
+    bk[n_test] = su_cpu_backend();
     for (int i = 0; i < nb; i++) {
         su_store_init(&st[i], bk[i], 1 << 16);
     }
@@ -370,10 +360,7 @@ static void case_big_graph(int n, bool same_capacity) {
         n = 400;
     }
     wsp_ggml_backend_t ba = su_test_backend("BIG_A", 128, true, true, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
@@ -419,10 +406,7 @@ static void case_remeasure(int n) {
         n = 16;
     }
     wsp_ggml_backend_t ba = su_test_backend("RE_A", 64, true, false, false);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     wsp_ggml_backend_t backends[2] = { ba, cpu };
     struct su_store sa, sc;
     su_store_init(&sa, ba, (size_t)n * (E * E * sizeof(float) + 128) + 4096);
@@ -457,10 +441,7 @@ static void case_many_scheds(int n) {
         n = 1000;
     }
     wsp_ggml_backend_t ba = su_test_backend("MS_A", 64, true, true, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    // one thread: tiny tensors, and ggml's spinning workers would make
-    // this program crawl on a loaded 2-core machine or under valgrind
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    wsp_ggml_backend_t cpu = su_cpu_backend();
     struct su_store sa, sc;
     su_store_init(&sa, ba, 1 << 16);
     su_store_init(&sc, cpu, 1 << 16);

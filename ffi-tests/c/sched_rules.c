@@ -65,8 +65,7 @@ static struct wsp_ggml_cgraph * build(struct wsp_ggml_context * ctx, const struc
 int main(void) {
     wsp_ggml_backend_t hi = su_test_backend("HI", 32, true, false, false);
     wsp_ggml_backend_t lo = su_test_backend("LO", 64, false, true, true);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 1); // tiny tensors: no spinning ggml workers
+    wsp_ggml_backend_t cpu = su_cpu_backend();
 
     struct su_store s_hi, s_lo, s_cpu;
     su_store_init(&s_hi, hi, 1 << 16);

@@ -34,6 +34,16 @@ static SU_UNUSED wsp_ggml_backend_t su_test_backend(const char * name, size_t al
     return b;
 }
 
+// A CPU backend with one thread: the scheduler programs compute tiny tensors,
+// and ggml's spinning workers would make them crawl on a loaded 2-core
+// machine or under valgrind.
+static SU_UNUSED wsp_ggml_backend_t su_cpu_backend(void) {
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    CHECK(cpu != NULL);
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    return cpu;
+}
+
 // A place for pre-allocated tensors (weights, inputs, caches): one backend
 // buffer plus a tensor allocator on it.
 struct su_store {
