@@ -190,7 +190,7 @@ impl TensorRef {
     pub fn as_ptr(self) -> *mut wsp_ggml_tensor {
         self.0.as_ptr()
     }
-    fn get(&self) -> &wsp_ggml_tensor {
+    pub(crate) fn get(&self) -> &wsp_ggml_tensor {
         // SAFETY: TensorRef invariant: valid, live tensor for the current call.
         unsafe { self.0.as_ref() }
     }
@@ -198,10 +198,7 @@ impl TensorRef {
         self.get().op
     }
     pub fn is_view_op(self) -> bool {
-        matches!(
-            self.op(),
-            WSP_GGML_OP_VIEW | WSP_GGML_OP_RESHAPE | WSP_GGML_OP_PERMUTE | WSP_GGML_OP_TRANSPOSE
-        )
+        is_view_op(self.op())
     }
     pub fn buffer(self) -> *mut crate::buffer::wsp_ggml_backend_buffer {
         self.get().buffer
@@ -293,6 +290,17 @@ impl TensorRef {
     }
 }
 
+/// RESHAPE, VIEW, PERMUTE or TRANSPOSE (consecutive in ggml's enum).
+#[inline]
+pub fn is_view_op(op: c_int) -> bool {
+    const _: () = assert!(
+        WSP_GGML_OP_VIEW == WSP_GGML_OP_RESHAPE + 1
+            && WSP_GGML_OP_PERMUTE == WSP_GGML_OP_RESHAPE + 2
+            && WSP_GGML_OP_TRANSPOSE == WSP_GGML_OP_RESHAPE + 3
+    );
+    (WSP_GGML_OP_RESHAPE..=WSP_GGML_OP_TRANSPOSE).contains(&op)
+}
+
 pub fn op_name(op: c_int) -> String {
     // SAFETY: wsp_ggml_op_name returns a static string for any op value in range;
     // we only call it with an op read from a tensor.
@@ -328,6 +336,14 @@ impl GraphRef {
     }
     pub fn leafs(&self) -> impl Iterator<Item = TensorRef> + '_ {
         self.list(self.get().leafs, self.get().n_leafs).iter().filter_map(|&p| TensorRef::new(p))
+    }
+    /// The node pointers as stored (NULL entries included).
+    pub fn node_ptrs(&self) -> &[*mut wsp_ggml_tensor] {
+        self.list(self.get().nodes, self.get().n_nodes)
+    }
+    /// The leaf pointers as stored (NULL entries included).
+    pub fn leaf_ptrs(&self) -> &[*mut wsp_ggml_tensor] {
+        self.list(self.get().leafs, self.get().n_leafs)
     }
     pub fn n_nodes(&self) -> usize {
         self.get().n_nodes.max(0) as usize

@@ -269,6 +269,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
         if n_backends <= 0 {
             fatal(func, &format!("argument 'n_backends' must be at least 1 (got {n_backends})"));
         }
+        if n_backends as usize > crate::sched::MAX_BACKENDS {
+            fatal(func, &format!("argument 'n_backends' ({n_backends}) exceeds {}", crate::sched::MAX_BACKENDS));
+        }
         if backends.is_null() {
             fatal(func, "argument 'backends' is NULL");
         }

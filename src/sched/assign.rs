@@ -1,82 +1,115 @@
 //! Backend assignment and graph splitting: the original's four passes, run
-//! over an integer-indexed copy of the graph (each tensor is hashed once per
-//! compute, when the graph is indexed; the passes only index arrays).
+//! over a slot-indexed copy of the graph (each tensor is hashed once per
+//! split, when the graph is indexed; the passes only index arrays).
 
-use super::{copy_name, Cause, CopyLink, NodeInfo, Sched, Split, TensorInfo, FOREIGN, NONE};
+use super::table::{Full, SlotInfo, FOREIGN, NO_BACKEND};
+use super::{copy_name, Cause, CopyLink, InputInfo, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, GraphRef, TensorRef, WSP_GGML_MAX_SRC};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, GraphRef, TensorRef};
 
 /// The best candidate of the original's source rule: a source wins if its
 /// backend has a better priority *and* it is at least as large as the current
 /// winner. Sizes are only computed when two candidates meet.
 #[derive(Clone, Copy)]
 struct Best {
-    prio: u32,
-    id: u32,
+    prio: u16,
+    slot: u32,
     j: u8,
     size: Option<usize>,
 }
 
 impl Sched {
-    /// Dense id of `t` in this compute's tables, registering it on first sight.
+    /// Slot of `t` in this split's table, registering it (and the tensors
+    /// whose memory it views, which ggml-alloc looks up too) on first sight.
+    /// `listed`: `t` is a leaf or node of the graph (the others are
+    /// remembered, for reuse.rs to check their locations).
     #[inline]
-    fn id(&mut self, t: TensorRef) -> u32 {
-        let st = &mut self.st;
-        let next = st.info.len() as u32;
-        let (id, inserted) = st.ids.get_or_insert_with(t.as_ptr() as usize, || next);
-        if inserted {
-            let loc = locate(&self.backends, t);
-            st.info.push(TensorInfo { t, assign: NONE, loc, input_mark: 0, copies: NONE, cause: Cause::Unset });
+    fn register(&mut self, t: TensorRef, listed: bool) -> Result<u32, Full> {
+        let (slot, new) = self.st.table.insert(t)?;
+        if new {
+            self.describe(slot, t, listed);
+            let mut next = t.view_src();
+            while let Some(v) = next {
+                let (s, new) = self.st.table.insert(v)?;
+                if !new {
+                    break;
+                }
+                self.describe(s, v, false);
+                next = v.view_src();
+            }
         }
-        id
+        Ok(slot)
     }
 
     #[inline]
-    fn set(&mut self, id: u32, backend: u32, cause: Cause) {
-        let info = &mut self.st.info[id as usize];
+    fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
+        let loc = locate(&self.backends, t);
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset };
+        if !listed {
+            self.st.reuse.unlisted.push(slot);
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, slot: u32, backend: u16, cause: Cause) {
+        let info = &mut self.st.table.info[slot as usize];
         info.assign = backend;
         info.cause = cause;
     }
 
     #[inline]
-    fn assign(&self, id: u32) -> u32 {
-        self.st.info[id as usize].assign
+    fn assign(&self, slot: u32) -> u16 {
+        self.st.table.info[slot as usize].assign
     }
 
-    fn user_assignment(&self, t: TensorRef) -> Option<u32> {
+    #[inline]
+    fn loc(&self, slot: u32) -> u16 {
+        self.st.table.info[slot as usize].loc
+    }
+
+    #[inline]
+    fn tensor(&self, slot: u32) -> TensorRef {
+        self.st.table.tensor(slot)
+    }
+
+    fn user_assignment(&self, t: TensorRef) -> Option<u16> {
         if self.user.is_empty() {
             return None;
         }
         self.user.get(&(t.as_ptr() as usize)).copied()
     }
 
-    fn nbytes(&self, id: u32) -> usize {
-        self.st.info[id as usize].t.nbytes()
+    /// Size of tensor `slot`, remembered so that a reuse can check it.
+    fn nbytes(&mut self, slot: u32) -> usize {
+        let size = self.tensor(slot).nbytes();
+        self.st.reuse.sizes.push((slot, size));
+        size
     }
 
-    /// Fold candidate (`prio`, `id`) into `best` by the original's rule.
+    /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
     #[inline]
-    fn consider(&self, best: &mut Option<Best>, prio: u32, id: u32, j: usize) {
-        match best {
-            None => *best = Some(Best { prio, id, j: j as u8, size: None }),
+    fn consider(&mut self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
+        match *best {
+            None => *best = Some(Best { prio, slot, j: j as u8, size: None }),
             Some(b) if prio < b.prio => {
-                let cur = *b.size.get_or_insert_with(|| self.nbytes(b.id));
-                let size = self.nbytes(id);
-                if size >= cur {
-                    *b = Best { prio, id, j: j as u8, size: Some(size) };
-                }
+                let cur = match b.size {
+                    Some(s) => s,
+                    None => self.nbytes(b.slot),
+                };
+                let size = self.nbytes(slot);
+                *best = Some(if size >= cur { Best { prio, slot, j: j as u8, size: Some(size) } } else { Best { size: Some(cur), ..b } });
             }
             Some(_) => {}
         }
     }
 
-    /// The backend index for location `loc` of tensor `id`, aborting if it is
-    /// a backend the scheduler does not have (the original indexed out of bounds).
-    fn known(&self, loc: u32, id: u32, func: &str) -> u32 {
+    /// The backend index for location `loc` of tensor `slot`, aborting if it
+    /// is a backend the scheduler does not have (the original indexed out of bounds).
+    fn known(&self, loc: u16, slot: u32, func: &str) -> u16 {
         if loc == FOREIGN {
-            let t = self.st.info[id as usize].t;
+            let t = self.tensor(slot);
             let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
             fatal(
                 func,
@@ -86,119 +119,144 @@ impl Sched {
         loc
     }
 
-    /// Assign every node to a backend and cut the graph into splits.
+    /// Sources of node `i` (slots).
+    #[inline]
+    fn node_srcs(&self, i: usize) -> std::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end() };
+        start..self.st.nodes[i].srcs_end()
+    }
+
+    /// Assign every node to a backend and cut the graph into splits; reuse
+    /// the last split when the graph and everything it depends on are
+    /// unchanged.
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) {
-        self.index_graph(graph);
-        self.pass1_from_locations(func);
-        self.pass2_from_sources();
-        self.move_unsupported_nodes(func);
-        self.pass3_and_4_split(func);
-        self.build_graphs(graph);
+        self.split_stats.clear();
+        self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
+        if self.user.is_empty() && self.still_valid(graph) {
+            self.reuse_split(graph);
+        } else {
+            let mut expected = graph.n_nodes() + graph.n_leafs() + graph.n_nodes() / 8 + 64;
+            while let Err(Full) = self.try_split(graph, expected, func) {
+                self.st.unpatch();
+                expected *= 2;
+            }
+            self.st.reuse.valid = self.user.is_empty();
+        }
         if self.debug {
             self.print_assignments(graph);
         }
     }
 
-    /// Clear the tables and give every leaf, node, source and view source an id.
-    fn index_graph(&mut self, graph: GraphRef) {
-        let (n_nodes, n_leafs) = (graph.n_nodes(), graph.n_leafs());
+    fn try_split(&mut self, graph: GraphRef, expected: usize, func: &str) -> Result<(), Full> {
+        self.index_graph(graph, expected)?;
+        self.pass1_from_locations(func);
+        self.pass2_from_sources();
+        self.move_unsupported_nodes(func);
+        self.pass3_and_4_split(func)?;
+        self.view_splits(graph);
+        Ok(())
+    }
+
+    /// Clear the tables and register every leaf, node, source and view source.
+    fn index_graph(&mut self, graph: GraphRef, expected: usize) -> Result<(), Full> {
         let st = &mut self.st;
-        st.ids.clear(n_nodes + n_leafs + 16);
-        st.info.clear();
-        st.leaf_id.clear();
+        st.table.reset(expected);
+        st.reuse.clear();
+        st.leafs.clear();
         st.nodes.clear();
+        st.srcs.clear();
+        st.input_info.clear();
         st.copy_links.clear();
-        st.n_copies = 0;
+        st.copy_of.clear();
         st.splits.clear();
         st.inputs.clear();
         st.patches.clear();
-        st.alloc_nodes.clear();
         st.split_graphs.clear();
-        // room for the input copies too, so that the table does not double for a few of them
-        st.info.reserve(n_nodes + n_leafs + n_nodes / 8 + 64);
-        st.nodes.reserve(n_nodes);
-        // statistics describe the last compute of the current split graph
-        self.split_stats.clear();
-        self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
+        st.leafs.reserve_exact(graph.n_leafs());
+        st.nodes.reserve_exact(graph.n_nodes());
 
         for leaf in graph.leafs() {
-            let id = self.id(leaf);
-            self.st.leaf_id.push(id);
+            let slot = self.register(leaf, true)?;
+            let vsrc = match leaf.view_src() {
+                Some(v) => self.register(v, false)?,
+                None => NONE,
+            };
+            self.st.leafs.push([slot, vsrc]);
         }
         for node in graph.nodes() {
-            let id = self.id(node);
-            let mut srcs = [NONE; WSP_GGML_MAX_SRC];
-            for (j, src) in node.srcs() {
-                srcs[j] = self.id(src);
+            let slot = self.register(node, true)?;
+            for (_, src) in node.srcs() {
+                let s = self.register(src, false)?;
+                self.st.srcs.push(s);
             }
-            let vsrc = node.view_src().map_or(NONE, |v| self.id(v));
-            self.st.nodes.push(NodeInfo { id, vsrc, srcs, view_op: node.is_view_op() });
+            let vsrc = match node.view_src() {
+                Some(v) => self.register(v, false)?,
+                None => NONE,
+            };
+            let flag = if node.is_view_op() { NodeInfo::VIEW_OP } else { 0 };
+            self.st.nodes.push(NodeInfo { slot, vsrc, end: self.st.srcs.len() as u32 | flag });
         }
+        Ok(())
     }
 
     fn node(&self, i: usize) -> TensorRef {
-        self.st.info[self.st.nodes[i].id as usize].t
+        self.tensor(self.st.nodes[i].slot)
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
     /// memory) already lives on a backend.
     fn pass1_from_locations(&mut self, func: &str) {
-        for k in 0..self.st.leaf_id.len() {
-            let id = self.st.leaf_id[k];
-            let leaf = self.st.info[id as usize].t;
-            if let Some(b) = self.user_assignment(leaf) {
-                self.set(id, b, Cause::User);
+        for k in 0..self.st.leafs.len() {
+            let [slot, vsrc] = self.st.leafs[k];
+            if let Some(b) = self.user_assignment(self.tensor(slot)) {
+                self.set(slot, b, Cause::User);
                 continue;
             }
-            if self.assign(id) != NONE {
+            if self.assign(slot) != NO_BACKEND {
                 continue;
             }
-            let mut loc = self.st.info[id as usize].loc;
-            if loc == NONE {
-                if let Some(vs) = leaf.view_src() {
-                    loc = locate(&self.backends, vs);
-                }
+            let mut loc = self.loc(slot);
+            if loc == NO_BACKEND && vsrc != NONE {
+                loc = self.loc(vsrc);
             }
-            if loc != NONE {
-                let b = self.known(loc, id, func);
-                self.set(id, b, Cause::Leaf);
+            if loc != NO_BACKEND {
+                let b = self.known(loc, slot, func);
+                self.set(slot, b, Cause::Leaf);
             }
         }
         for i in 0..self.st.nodes.len() {
-            let NodeInfo { id, vsrc: vs, srcs, .. } = self.st.nodes[i];
+            let NodeInfo { slot, vsrc: vs, .. } = self.st.nodes[i];
             if !self.user.is_empty() {
                 if let Some(b) = self.user_assignment(self.node(i)) {
-                    self.set(id, b, Cause::User);
+                    self.set(slot, b, Cause::User);
                     continue;
                 }
             }
-            if self.assign(id) != NONE {
+            if self.assign(slot) != NO_BACKEND {
                 continue;
             }
             // The destination is already allocated: keep it there (e.g. KV cache updates).
-            let loc = self.st.info[id as usize].loc;
-            if loc != NONE {
-                let b = self.known(loc, id, func);
-                self.set(id, b, Cause::Dst);
+            let loc = self.loc(slot);
+            if loc != NO_BACKEND {
+                let b = self.known(loc, slot, func);
+                self.set(slot, b, Cause::Dst);
                 continue;
             }
-            if vs != NONE && self.st.info[vs as usize].loc != NONE {
-                let b = self.known(self.st.info[vs as usize].loc, vs, func);
-                self.set(id, b, Cause::ViewSrc);
+            if vs != NONE && self.loc(vs) != NO_BACKEND {
+                let b = self.known(self.loc(vs), vs, func);
+                self.set(slot, b, Cause::ViewSrc);
                 continue;
             }
             let mut best = None;
-            for (j, &sid) in srcs.iter().enumerate() {
-                if sid == NONE {
-                    break;
-                }
-                let prio = self.st.info[sid as usize].loc;
+            for (j, k) in self.node_srcs(i).enumerate() {
+                let sid = self.st.srcs[k];
+                let prio = self.loc(sid);
                 if prio < FOREIGN {
                     self.consider(&mut best, prio, sid, j);
                 }
             }
             if let Some(b) = best {
-                self.set(id, b.prio, Cause::Src(b.j));
+                self.set(slot, b.prio, Cause::Src(b.j));
             }
         }
     }
@@ -206,24 +264,30 @@ impl Sched {
     /// Pass 2: remaining nodes follow their sources' assignments (same rule).
     fn pass2_from_sources(&mut self) {
         for i in 0..self.st.nodes.len() {
-            let NodeInfo { id, srcs, .. } = self.st.nodes[i];
-            if self.assign(id) != NONE {
+            let slot = self.st.nodes[i].slot;
+            if self.assign(slot) != NO_BACKEND {
                 continue;
             }
             let mut best = None;
-            for (j, &sid) in srcs.iter().enumerate() {
-                if sid == NONE {
-                    break;
-                }
+            for (j, k) in self.node_srcs(i).enumerate() {
+                let sid = self.st.srcs[k];
                 let a = self.assign(sid);
-                if a != NONE {
+                if a != NO_BACKEND {
                     self.consider(&mut best, a, sid, j);
                 }
             }
             if let Some(b) = best {
-                self.set(id, b.prio, Cause::Pass2Src(b.j));
+                self.set(slot, b.prio, Cause::Pass2Src(b.j));
             }
         }
+    }
+
+    /// `supports_op` of backend `b` for `node`, remembered so that a reuse
+    /// can ask again.
+    fn supports(&mut self, b: usize, slot: u32, node: TensorRef) -> bool {
+        let yes = self.backends[b].supports_op(node);
+        self.st.reuse.asked.push((slot, b as u16, yes));
+        yes
     }
 
     /// Not in the original: a node never runs on a backend whose `supports_op`
@@ -241,24 +305,25 @@ impl Sched {
         }
         let n = self.backends.len();
         for i in 0..self.st.nodes.len() {
-            let NodeInfo { id, vsrc: vs, view_op, .. } = self.st.nodes[i];
+            let info = self.st.nodes[i];
+            let (slot, vs) = (info.slot, info.vsrc);
             let node = self.node(i);
             // Follow a memory owner that was moved (before deciding anything else).
             if vs != NONE
-                && matches!(self.st.info[vs as usize].cause, Cause::Unsupported | Cause::FollowsMemory)
-                && self.assign(id) != self.assign(vs)
+                && matches!(self.st.table.info[vs as usize].cause, Cause::Unsupported | Cause::FollowsMemory)
+                && self.assign(slot) != self.assign(vs)
             {
                 let owner = self.assign(vs);
-                self.set(id, owner, Cause::FollowsMemory);
+                self.set(slot, owner, Cause::FollowsMemory);
             }
-            if view_op {
+            if info.view_op() {
                 continue;
             }
-            let a = self.assign(id);
-            if a == NONE || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
+            let a = self.assign(slot);
+            if a == NO_BACKEND || all_cpu[a as usize] || self.supports(a as usize, slot, node) {
                 continue;
             }
-            let cause = self.st.info[id as usize].cause;
+            let cause = self.st.table.info[slot as usize].cause;
             let here = self.backends[a as usize];
             let pinned = match (cause, node.view_src()) {
                 (Cause::User, _) => Some("it was assigned there with set_node_backend".to_string()),
@@ -277,9 +342,9 @@ impl Sched {
                     ),
                 );
             }
-            let found = (1..n).map(|d| (a as usize + d) % n).find(|&b| all_cpu[b] || self.backends[b].supports_op(node));
+            let found = (1..n).map(|d| (a as usize + d) % n).find(|&b| all_cpu[b] || self.supports(b, slot, node));
             match found {
-                Some(b) => self.set(id, b as u32, Cause::Unsupported),
+                Some(b) => self.set(slot, b as u16, Cause::Unsupported),
                 None => fatal(
                     func,
                     &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())),
@@ -296,23 +361,24 @@ impl Sched {
     ///    we stop with a message instead;
     /// 4. cut a split wherever the backend changes (view ops never cut), and
     ///    redirect sources living elsewhere to copies on the split's backend.
-    fn pass3_and_4_split(&mut self, func: &str) {
+    fn pass3_and_4_split(&mut self, func: &str) -> Result<(), Full> {
         let n = self.st.nodes.len();
         // The first split's backend: the first node that is not a view.
         let first = (0..n)
             .find(|&i| self.st.nodes[i].vsrc == NONE)
-            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op))
-            .map(|i| self.assign(self.st.nodes[i].id));
+            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op()))
+            .map(|i| self.assign(self.st.nodes[i].slot));
         let Some(mut cur) = first else {
-            return; // no node to compute
+            return Ok(()); // no node to compute
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
+        self.st.patched = true;
         for i in 0..n {
-            let NodeInfo { id, srcs, view_op, .. } = self.st.nodes[i];
-            let a = self.assign(id);
-            if a == NONE {
+            let info = self.st.nodes[i];
+            let a = self.assign(info.slot);
+            if a == NO_BACKEND {
                 let node = self.node(i);
-                if !view_op || node.data().is_null() {
+                if !info.view_op() || node.data().is_null() {
                     fatal(
                         func,
                         &format!(
@@ -323,16 +389,16 @@ impl Sched {
                         ),
                     );
                 }
+                self.st.reuse.unassigned_views.push(info.slot);
             }
-            for &sid in &srcs {
-                if sid == NONE {
-                    break;
-                }
-                if self.assign(sid) == NONE {
+            let srcs = self.node_srcs(i);
+            for k in srcs.clone() {
+                let sid = self.st.srcs[k];
+                if self.assign(sid) == NO_BACKEND {
                     self.set(sid, a, Cause::FromConsumer);
                 }
             }
-            if view_op {
+            if info.view_op() {
                 continue;
             }
             if a != cur {
@@ -343,72 +409,61 @@ impl Sched {
                 cur = a;
             }
             let split_no = self.st.splits.len() as u32;
-            for (j, &sid) in srcs.iter().enumerate() {
-                if sid == NONE {
-                    break;
-                }
+            for (j, k) in srcs.enumerate() {
+                let sid = self.st.srcs[k];
                 if self.assign(sid) == cur {
                     continue;
                 }
-                let copy = self.copy_for(sid, cur);
-                if self.st.info[sid as usize].input_mark != split_no {
-                    self.st.info[sid as usize].input_mark = split_no;
+                let copy = self.copy_for(sid, cur)?;
+                let input = self.st.input_info.get_mut(&sid).expect("copy_for registers the input");
+                if input.mark != split_no {
+                    input.mark = split_no;
                     self.st.inputs.push((sid, copy));
                     self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
                 }
                 let node = self.node(i);
                 let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
                 node.set_src(j, copy_ref);
-                self.st.patches.push((node, j, self.st.info[sid as usize].t));
+                self.st.patches.push(Patch { node, j, original: self.tensor(sid), copy });
             }
         }
+        Ok(())
     }
 
     /// The copy of tensor `sid` on backend `b`, made once per graph and backend.
-    fn copy_for(&mut self, sid: u32, b: u32) -> u32 {
-        let mut link = self.st.info[sid as usize].copies;
+    fn copy_for(&mut self, sid: u32, b: u16) -> Result<u32, Full> {
+        let input = *self.st.input_info.entry(sid).or_insert(InputInfo { mark: 0, copies: NONE });
+        let mut link = input.copies;
         while link != NONE {
             let l = self.st.copy_links[link as usize];
             if l.backend == b {
-                return l.copy;
+                return Ok(l.copy);
             }
             link = l.next;
         }
-        let src = self.st.info[sid as usize].t;
-        let name = copy_name(self.backends[b as usize], src);
-        let st = &mut self.st;
-        let c = st.n_copies;
-        if c == st.copies.len() {
-            st.copies.push(Box::new(ggml::zeroed_tensor()));
+        let c = self.st.copy_of.len();
+        if c == self.st.copies.len() {
+            self.st.copies.push(Box::new(ggml::zeroed_tensor()));
         }
-        ggml::dup_tensor_layout(&mut st.copies[c], src, &name);
-        st.n_copies += 1;
-        let head = st.info[sid as usize].copies;
-        st.info[sid as usize].copies = st.copy_links.len() as u32;
-        st.copy_links.push(CopyLink { backend: b, copy: c as u32, next: head });
         let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
-        let cid = self.id(copy_ref);
-        self.set(cid, b, Cause::InputCopy);
-        c as u32
+        let (cslot, _) = self.st.table.insert(copy_ref)?;
+        self.set(cslot, b, Cause::InputCopy);
+        let st = &mut self.st;
+        st.copy_of.push((sid, b));
+        refresh_copy(&self.backends, st, c);
+        st.input_info.get_mut(&sid).expect("inserted above").copies = st.copy_links.len() as u32;
+        st.copy_links.push(CopyLink { backend: b, copy: c as u32, next: input.copies });
+        Ok(c as u32)
     }
 
-    /// The graph for ggml-alloc (each split's input copies, then its nodes)
-    /// and one graph view per split for the backends.
-    fn build_graphs(&mut self, graph: GraphRef) {
+    /// One graph view per split into the caller's node array.
+    pub(super) fn view_splits(&mut self, graph: GraphRef) {
         let st = &mut self.st;
         let nodes = graph.nodes_ptr();
         let grads = graph.grads_ptr();
-        st.alloc_nodes.reserve(st.nodes.len() + st.inputs.len());
-        st.split_graphs.reserve(st.splits.len());
+        st.split_graphs.clear();
+        st.split_graphs.reserve_exact(st.splits.len());
         for split in &st.splits {
-            for &(input, copy) in &st.inputs[split.inputs.clone()] {
-                let copy = &mut *st.copies[copy as usize];
-                copy.src[0] = st.info[input as usize].t.as_ptr();
-                st.alloc_nodes.push(copy);
-            }
-            for node in &st.nodes[split.i_start..split.i_end] {
-                st.alloc_nodes.push(st.info[node.id as usize].t.as_ptr());
-            }
             // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
             // the graph's node (and gradient) arrays.
             let (nodes, grads) = unsafe {
@@ -431,11 +486,23 @@ impl Sched {
     }
 }
 
+/// Copy `c` as a fresh, unallocated tensor with its source's layout and
+/// name, reading from that source.
+pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: usize) {
+    let (sid, b) = st.copy_of[c];
+    let src = st.table.tensor(sid);
+    let name = copy_name(backends[b as usize], src);
+    let copy = &mut *st.copies[c];
+    ggml::dup_tensor_layout(copy, src, &name);
+    copy.src[0] = src.as_ptr();
+}
+
 /// Where `t`'s memory is: the index of its buffer's backend among `backends`,
-/// NONE without a buffer (or backend), FOREIGN for a backend not in the list.
-fn locate(backends: &[BackendRef], t: TensorRef) -> u32 {
+/// NO_BACKEND without a buffer (or backend), FOREIGN for a backend not in the list.
+#[inline]
+pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
     let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
-        return NONE;
+        return NO_BACKEND;
     };
-    backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u32)
+    backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u16)
 }

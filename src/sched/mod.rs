@@ -14,6 +14,8 @@
 //!   compute (as ggml-alloc needs), are restored afterwards.
 
 mod assign;
+mod reuse;
+mod table;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -24,9 +26,8 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 
-use crate::ptrmap::PtrMap;
 
-/// "No backend yet" in the per-tensor assignment table.
+/// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
 const NONE: u32 = u32::MAX;
 
 /// Why a tensor got its backend (shown by `WSP_GGML_SCHED_DEBUG`).
@@ -50,78 +51,120 @@ enum Cause {
 /// A run of consecutive graph nodes computed on one backend.
 #[derive(Clone, Debug)]
 struct Split {
-    backend: u32,
+    backend: u16,
     i_start: usize,
     i_end: usize,
     /// Range in `State::inputs`.
     inputs: std::ops::Range<usize>,
 }
 
-/// "Not in a buffer of any of the scheduler's backends" in `TensorInfo::loc`.
-const FOREIGN: u32 = u32::MAX - 1;
-
-/// What a compute knows about one tensor (indexed by dense id).
-#[derive(Clone, Copy)]
-struct TensorInfo {
-    t: TensorRef,
-    /// Backend index the tensor is assigned to, or NONE.
-    assign: u32,
-    /// Backend index of the buffer the tensor lives in (NONE: no buffer, FOREIGN: another backend).
-    loc: u32,
-    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
-    input_mark: u32,
-    /// Head of the tensor's list of input copies in `State::copy_links`, or NONE.
-    copies: u32,
-    cause: Cause,
-}
-
-/// One graph node: its id, its sources' ids (NONE-terminated, as ggml stops
-/// at the first NULL source) and its view source's id.
+/// One graph node: its slot, its view source's slot (or NONE), and where its
+/// sources' slots end in `State::srcs` (they start where the previous
+/// node's end; ggml stops at the first NULL source). The top bit of `end`
+/// marks view ops.
 #[derive(Clone, Copy)]
 struct NodeInfo {
-    id: u32,
+    slot: u32,
     vsrc: u32,
-    srcs: [u32; ggml::WSP_GGML_MAX_SRC],
-    view_op: bool,
+    end: u32,
+}
+
+impl NodeInfo {
+    const VIEW_OP: u32 = 1 << 31;
+
+    fn view_op(self) -> bool {
+        self.end & Self::VIEW_OP != 0
+    }
+
+    fn srcs_end(self) -> usize {
+        (self.end & !Self::VIEW_OP) as usize
+    }
 }
 
 /// A copy of a tensor on one backend, in a singly linked list per tensor.
 #[derive(Clone, Copy)]
 struct CopyLink {
-    backend: u32,
+    backend: u16,
     copy: u32,
     next: u32,
 }
 
-/// Per-compute tables, indexed by dense tensor id (or node index) so that the
-/// passes never hash: each tensor is looked up once per compute, when the
-/// graph is indexed. Cleared, never freed, between computes.
+/// Per-tensor bookkeeping of split inputs (few tensors need it).
+#[derive(Clone, Copy)]
+struct InputInfo {
+    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
+    mark: u32,
+    /// Head of the tensor's list of input copies in `State::copy_links`.
+    copies: u32,
+}
+
+/// A graph `src` slot redirected to an input copy during the compute.
+#[derive(Clone, Copy)]
+struct Patch {
+    node: TensorRef,
+    j: usize,
+    original: TensorRef,
+    copy: u32,
+}
+
+/// Per-compute tables, indexed by table slot (or node index). Kept between
+/// computes: when the next graph is the same (checked field by field, see
+/// reuse.rs) the split is reused instead of computed again.
 #[derive(Default)]
 struct State {
-    ids: PtrMap,
-    info: Vec<TensorInfo>,
-    leaf_id: Vec<u32>,
+    table: table::Table,
+    /// (slot, view source slot or NONE) of every graph leaf.
+    leafs: Vec<[u32; 2]>,
     nodes: Vec<NodeInfo>,
+    /// Source slots of all nodes, back to back (see NodeInfo).
+    srcs: Vec<u32>,
+    input_info: HashMap<u32, InputInfo, BuildSlotHasher>,
     copy_links: Vec<CopyLink>,
     /// Input copies; boxed so their addresses stay put while the vector grows
     /// (graph nodes point at them). Reused across computes.
     #[allow(clippy::vec_box)]
     copies: Vec<Box<wsp_ggml_tensor>>,
-    n_copies: usize,
+    /// (source slot, backend) of each copy in use.
+    copy_of: Vec<(u32, u16)>,
     splits: Vec<Split>,
-    /// (input tensor id, copy index) for every split, in split order.
+    /// (input tensor slot, copy index) for every split, in split order.
     inputs: Vec<(u32, u32)>,
-    /// Graph `src` slots redirected to copies: (node, j, original src).
-    patches: Vec<(TensorRef, usize, TensorRef)>,
-    /// Nodes of the graph handed to ggml-alloc: each split's input copies then its nodes.
-    alloc_nodes: Vec<*mut wsp_ggml_tensor>,
+    patches: Vec<Patch>,
+    /// The patches are applied to the graph right now.
+    patched: bool,
     /// One graph view per split, handed to the backend's graph_compute.
     split_graphs: Vec<wsp_ggml_cgraph>,
-    /// The hash set + parallel allocator table that ggml-alloc reads.
-    hash_keys: Vec<*mut wsp_ggml_tensor>,
-    hash_talloc: Vec<wsp_ggml_tallocr_t>,
-    /// Slots of `hash_talloc` written by the last compute (cleared one by one).
-    hash_used: Vec<u32>,
+    /// What the last split read besides the graph's structure and the
+    /// tensors' locations, to check it still holds (see reuse.rs).
+    reuse: reuse::Facts,
+}
+
+/// Slots are table indices already spread by the table's hash: use them as is.
+#[derive(Default, Clone, Copy)]
+struct BuildSlotHasher;
+
+impl std::hash::BuildHasher for BuildSlotHasher {
+    type Hasher = SlotHasher;
+    fn build_hasher(&self) -> SlotHasher {
+        SlotHasher(0)
+    }
+}
+
+#[derive(Default)]
+struct SlotHasher(u64);
+
+impl std::hash::Hasher for SlotHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -148,22 +191,23 @@ pub struct Sched {
     tallocs: Vec<wsp_ggml_tallocr_t>,
     /// Compute buffer size requested for each backend at the last measure/reserve.
     buffer_sizes: Vec<usize>,
-    galloc: ggml::wsp_ggml_gallocr_t,
     measured: bool,
     debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
-    user: HashMap<usize, u32>,
+    user: HashMap<usize, u16>,
     eval_callback: Option<(EvalCallback, usize)>,
     pub(super) split_stats: Vec<SplitStats>,
     pub(super) backend_stats: Vec<BackendStats>,
     st: State,
 }
 
+/// The most backends one scheduler takes.
+pub const MAX_BACKENDS: usize = table::MAX_BACKENDS;
+
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef]) -> Box<Sched> {
-        // SAFETY: plain constructor from ggml-alloc.
-        let galloc = unsafe { ggml::wsp_ggml_gallocr_new() };
+        assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
         let tallocs = backends
             .iter()
             // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
@@ -173,7 +217,6 @@ impl Sched {
             backends: backends.to_vec(),
             tallocs,
             buffer_sizes: vec![0; backends.len()],
-            galloc,
             measured: false,
             debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
             user: HashMap::new(),
@@ -189,9 +232,9 @@ impl Sched {
     }
 
     /// Index of `backend` in this scheduler, or abort naming `func`.
-    fn index_of(&self, backend: BackendRef, func: &str) -> u32 {
+    fn index_of(&self, backend: BackendRef, func: &str) -> u16 {
         match self.backends.iter().position(|&b| b == backend) {
-            Some(i) => i as u32,
+            Some(i) => i as u16,
             None => fatal(
                 func,
                 &format!(
@@ -246,7 +289,8 @@ impl Sched {
         // Tensors ggml-alloc is about to place (fake addresses in measure
         // buffers that are freed below): forget those placements afterwards,
         // so the measured graph does not point into freed memory.
-        let placed: Vec<TensorRef> = self.st.info.iter().map(|i| i.t).filter(|t| t.data().is_null()).collect();
+        let table = &self.st.table;
+        let placed: Vec<TensorRef> = table.slots().map(|s| table.tensor(s)).filter(|t| t.data().is_null()).collect();
         self.alloc_splits();
         for t in placed {
             t.clear_allocation();
@@ -280,12 +324,16 @@ impl Sched {
     /// split graph; reset the allocators.
     pub fn reset(&mut self) {
         self.finish();
-        self.st.ids.clear(1);
-        self.st.info.clear();
-        self.st.nodes.clear();
-        self.st.leaf_id.clear();
-        self.st.splits.clear();
-        self.st.inputs.clear();
+        let st = &mut self.st;
+        st.table.release();
+        st.reuse.forget();
+        st.leafs.clear();
+        st.nodes.clear();
+        st.srcs.clear();
+        st.splits.clear();
+        st.inputs.clear();
+        st.patches.clear();
+        st.input_info.clear();
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
     }
@@ -304,9 +352,9 @@ impl Sched {
 
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef> {
-        let id = self.st.ids.get(node.as_ptr() as usize)?;
-        let a = self.st.info.get(id as usize)?.assign;
-        (a != NONE).then(|| self.backends[a as usize])
+        let slot = self.st.table.find(node.as_ptr())?;
+        let a = self.st.table.info[slot as usize].assign;
+        (a != table::NO_BACKEND).then(|| self.backends[a as usize])
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
@@ -347,48 +395,38 @@ impl Sched {
             // SAFETY: our own live allocator.
             unsafe { ggml::wsp_ggml_tallocr_reset(t) };
         }
-        for &(node, j, src) in self.st.patches.iter().rev() {
-            node.set_src(j, src);
-        }
-        self.st.patches.clear();
+        self.st.unpatch();
         self.user.clear();
     }
 
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
+    ///
+    /// The graph (each split's input copies, then its nodes), the allocator
+    /// per slot and ggml-alloc's graph allocator (whose per-slot table is as
+    /// large as ours) are only needed for this call: they are made here and
+    /// freed after, so that a scheduler between computes holds only its
+    /// tables.
     fn alloc_splits(&mut self) {
         let st = &mut self.st;
-        // Every tensor ggml-alloc looks up is in our tables (nodes, leafs,
-        // sources, view sources, input copies); a load factor of at most 3/4
-        // keeps ggml's linear probing short. ggml requires every unused key
-        // to be NULL (a full clear); allocator slots are cleared one by one.
-        let want = ((st.info.len() * 4 / 3).max(st.alloc_nodes.len()) + 17) | 1;
-        for &slot in &st.hash_used {
-            if let Some(t) = st.hash_talloc.get_mut(slot as usize) {
-                *t = std::ptr::null_mut();
+        let mut nodes = Vec::with_capacity(st.nodes.len() + st.inputs.len());
+        for split in &st.splits {
+            for &(_, copy) in &st.inputs[split.inputs.clone()] {
+                nodes.push(&mut *st.copies[copy as usize] as *mut wsp_ggml_tensor);
             }
+            nodes.extend(st.nodes[split.i_start..split.i_end].iter().map(|n| st.table.key(n.slot as usize)));
         }
-        st.hash_used.clear();
-        st.hash_keys.clear();
-        st.hash_keys.resize(want, std::ptr::null_mut());
-        if st.hash_talloc.len() < want {
-            st.hash_talloc.resize(want, std::ptr::null_mut());
-        }
-        let hash_set = wsp_ggml_hash_set { size: want, keys: st.hash_keys.as_mut_ptr() };
-        for info in &st.info {
-            if info.assign != NONE {
-                // SAFETY: ggml's own probe over our key array of `size` entries,
-                // which always has free slots (sized above).
-                let slot = unsafe { ggml::wsp_ggml_hash_find_or_insert(hash_set, info.t.as_ptr()) };
-                st.hash_talloc[slot] = self.tallocs[info.assign as usize];
-                st.hash_used.push(slot as u32);
-            }
-        }
-        let n = st.alloc_nodes.len() as i32;
+        let mut talloc: Vec<wsp_ggml_tallocr_t> = (st.table.info.iter())
+            .map(|info| match info.assign {
+                table::NO_BACKEND => std::ptr::null_mut(),
+                a => self.tallocs[a as usize],
+            })
+            .collect();
+        let n = nodes.len() as i32;
         let mut graph = wsp_ggml_cgraph {
             size: n,
             n_nodes: n,
             n_leafs: 0,
-            nodes: st.alloc_nodes.as_mut_ptr(),
+            nodes: nodes.as_mut_ptr(),
             grads: std::ptr::null_mut(),
             leafs: std::ptr::null_mut(),
             visited_hash_table: wsp_ggml_hash_set { size: 0, keys: std::ptr::null_mut() },
@@ -397,9 +435,16 @@ impl Sched {
             perf_cycles: 0,
             perf_time_us: 0,
         };
+        let hash_set = st.table.hash_set();
         // SAFETY: graph, hash set and allocator table are ours and alive for
-        // the call; ggml-alloc does not keep them.
-        unsafe { ggml::wsp_ggml_gallocr_alloc_graph_n(self.galloc, &mut graph, hash_set, st.hash_talloc.as_mut_ptr()) };
+        // the call; ggml-alloc does not keep them. The table has free slots
+        // left (load <= 1/2) for any key ggml-alloc inserts. The graph
+        // allocator is ours, freed once.
+        unsafe {
+            let galloc = ggml::wsp_ggml_gallocr_new();
+            ggml::wsp_ggml_gallocr_alloc_graph_n(galloc, &mut graph, hash_set, talloc.as_mut_ptr());
+            ggml::wsp_ggml_gallocr_free(galloc);
+        }
     }
 
     fn compute_splits(&mut self, func: &str) {
@@ -438,8 +483,8 @@ impl Sched {
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
     fn copy_input(&mut self, i: usize, backend: BackendRef, func: &str) -> usize {
-        let (input_id, copy) = self.st.inputs[i];
-        let input = self.st.info[input_id as usize].t;
+        let (input_slot, copy) = self.st.inputs[i];
+        let input = self.st.table.tensor(input_slot);
         let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
         if input.buffer().is_null() {
             let Some(view_src) = input.view_src() else {
@@ -506,16 +551,15 @@ impl Sched {
     fn print_assignments(&self, graph: GraphRef) {
         use std::io::Write;
         let st = &self.st;
-        let name = |a: u32| if a == NONE { "NULL".to_string() } else { self.backends[a as usize].name_lossy() };
-        let id_of = |t: TensorRef| st.ids.get(t.as_ptr() as usize);
+        let name = |a: u16| if a == table::NO_BACKEND { "NULL".to_string() } else { self.backends[a as usize].name_lossy() };
         let mut out = std::io::stderr().lock();
         let mut k = 0;
         for i in 0..graph.n_nodes() {
             if k < st.splits.len() && i == st.splits[k].i_start {
                 let s = &st.splits[k];
                 let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(s.backend), s.inputs.len());
-                for &(id, _) in &st.inputs[s.inputs.clone()] {
-                    let t = st.info[id as usize].t;
+                for &(slot, _) in &st.inputs[s.inputs.clone()] {
+                    let t = st.table.tensor(slot);
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }
                 let _ = writeln!(out);
@@ -525,8 +569,11 @@ impl Sched {
             if node.is_view_op() {
                 continue;
             }
-            let show = |t: TensorRef| match id_of(t) {
-                Some(id) => format!("{} [{} {:?}]", t.name_lossy(), name(st.info[id as usize].assign), st.info[id as usize].cause),
+            let show = |t: TensorRef| match st.table.find(t.as_ptr()) {
+                Some(s) => {
+                    let info = st.table.info[s as usize];
+                    format!("{} [{} {:?}]", t.name_lossy(), name(info.assign), info.cause)
+                }
                 None => format!("{} [NULL]", t.name_lossy()),
             };
             let _ = write!(out, "node #{i:3} ({}): {}", ggml::op_name(node.op()), show(node));
@@ -538,18 +585,35 @@ impl Sched {
     }
 }
 
+impl State {
+    /// Point graph sources at their input copies.
+    fn patch(&mut self) {
+        for p in &self.patches {
+            let copy = TensorRef::new(&mut *self.copies[p.copy as usize]).expect("Box is never NULL");
+            p.node.set_src(p.j, copy);
+        }
+        self.patched = true;
+    }
+
+    /// Give the graph its sources back.
+    fn unpatch(&mut self) {
+        if self.patched {
+            for p in self.patches.iter().rev() {
+                p.node.set_src(p.j, p.original);
+            }
+            self.patched = false;
+        }
+    }
+}
+
 impl Drop for Sched {
     fn drop(&mut self) {
         // Leave the user's graph as it was even if dropped mid-way.
-        for &(node, j, src) in self.st.patches.iter().rev() {
-            node.set_src(j, src);
-        }
+        self.st.unpatch();
         for &t in &self.tallocs {
             // SAFETY: our own allocators, freed once.
             unsafe { ggml::wsp_ggml_tallocr_free(t) };
         }
-        // SAFETY: our own graph allocator, freed once.
-        unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
     }
 }
 

@@ -1,0 +1,138 @@
+//! Reusing the last split when the next graph is the same.
+//!
+//! Programs compute the same graph again and again (or rebuild an identical
+//! one in the same memory, as whisper.cpp does for every decoder step). The
+//! original assigns and splits every time; we check instead that everything
+//! the passes read is unchanged, and keep their result if so. The check is
+//! exact, not a fingerprint:
+//! - the graph's leafs and nodes, in order, at the same addresses;
+//! - each node's sources (up to the first NULL), view source and whether it
+//!   is a view op; each leaf's view source;
+//! - the location (backend of the buffer) of every registered tensor;
+//! - the size of every tensor whose size a decision compared;
+//! - every `supports_op` answer a decision used (asked again);
+//! - the data of unassigned views (the only other field a pass reads);
+//! - no `set_node_backend` assignment, now or for the split being reused.
+//!
+//! A reuse still redoes everything downstream: input copies are reset and
+//! renamed, graph sources patched again, and ggml-alloc allocates the graph
+//! as usual.
+
+use super::assign::{locate, refresh_copy};
+use super::table::NO_BACKEND;
+use super::Sched;
+use crate::ggml::{is_view_op, GraphRef, TensorRef};
+
+/// What a split read besides the graph's structure and the tensors' locations.
+#[derive(Default)]
+pub(super) struct Facts {
+    /// The tables describe a complete split made without user assignments.
+    pub valid: bool,
+    /// (slot, nbytes) of every size a decision compared.
+    pub sizes: Vec<(u32, usize)>,
+    /// (node slot, backend, answer) of every supports_op call.
+    pub asked: Vec<(u32, u16, bool)>,
+    /// Unassigned view nodes, accepted because their data was set.
+    pub unassigned_views: Vec<u32>,
+    /// Tensors first registered as a source or view source (not as a leaf
+    /// or node): their locations are checked on their own.
+    pub unlisted: Vec<u32>,
+}
+
+impl Facts {
+    /// Before a new split.
+    pub fn clear(&mut self) {
+        self.valid = false;
+        self.sizes.clear();
+        self.asked.clear();
+        self.unassigned_views.clear();
+        self.unlisted.clear();
+    }
+
+    /// Forget the split and give the memory back.
+    pub fn forget(&mut self) {
+        *self = Facts::default();
+    }
+}
+
+impl Sched {
+    /// Whether the last split holds for `graph` as it is now.
+    pub(super) fn still_valid(&mut self, graph: GraphRef) -> bool {
+        let st = &self.st;
+        let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
+        if !st.reuse.valid || nodes.len() != st.nodes.len() || leafs.len() != st.leafs.len() {
+            return false;
+        }
+        let (keys, info) = (st.table.keys(), &st.table.info);
+        // NONE (u32::MAX) is out of range: it reads as NULL.
+        let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(std::ptr::null_mut());
+        // Locations: a buffer or two hold most tensors, so remember the last one.
+        let mut last = (std::ptr::null_mut(), NO_BACKEND);
+        let mut same_loc = |t: TensorRef, slot: u32| {
+            let buffer = t.buffer();
+            let loc = if buffer.is_null() {
+                NO_BACKEND
+            } else if buffer == last.0 {
+                last.1
+            } else {
+                last = (buffer, locate(&self.backends, t));
+                last.1
+            };
+            loc == info[slot as usize].loc
+        };
+        for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
+            let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
+                return false;
+            };
+            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) {
+                return false;
+            }
+        }
+        let mut start = 0;
+        for (&node, n) in nodes.iter().zip(&st.nodes) {
+            let Some(node) = TensorRef::new(node).filter(|t| t.as_ptr() == key(n.slot)) else {
+                return false;
+            };
+            let t = node.get();
+            let end = n.srcs_end();
+            let srcs = &st.srcs[start..end];
+            if t.view_src != key(n.vsrc)
+                || is_view_op(t.op) != n.view_op()
+                || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
+                || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
+                || !same_loc(node, n.slot)
+            {
+                return false;
+            }
+            start = end;
+        }
+        // Sources and view sources that are neither leafs nor nodes (input
+        // copies are not among them: they are ours, allocated by every compute).
+        if !st.reuse.unlisted.iter().all(|&slot| same_loc(st.table.tensor(slot), slot)) {
+            return false;
+        }
+        let table = &st.table;
+        if st.reuse.sizes.iter().any(|&(slot, size)| table.tensor(slot).nbytes() != size) {
+            return false;
+        }
+        if st.reuse.unassigned_views.iter().any(|&slot| table.tensor(slot).data().is_null()) {
+            return false;
+        }
+        for i in 0..self.st.reuse.asked.len() {
+            let (slot, b, yes) = self.st.reuse.asked[i];
+            if self.backends[b as usize].supports_op(self.st.table.tensor(slot)) != yes {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Make the last split current again for `graph` (checked by `still_valid`).
+    pub(super) fn reuse_split(&mut self, graph: GraphRef) {
+        for c in 0..self.st.copy_of.len() {
+            refresh_copy(&self.backends, &mut self.st, c);
+        }
+        self.st.patch();
+        self.view_splits(graph);
+    }
+}

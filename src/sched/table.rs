@@ -1,0 +1,199 @@
+//! The scheduler's per-tensor table, shared with ggml-alloc.
+//!
+//! ggml-alloc's `wsp_ggml_gallocr_alloc_graph_n` takes a ggml hash set (an
+//! array of tensor addresses, probed linearly from `address % size`) and an
+//! allocator per slot. Instead of keeping a map of its own and filling that
+//! hash set again for every compute (what both the original and our first
+//! version did), the scheduler registers every tensor once, directly in
+//! ggml's layout: the slot of a tensor is its id in all the passes, and the
+//! allocator array is filled from the assignments without hashing again.
+//!
+//! Probing must match ggml.c's `wsp_ggml_hash_find` exactly (ggml-alloc looks
+//! our keys up with it): start at `address % size`, step by one, wrap around,
+//! stop at the key or at the first NULL.
+
+use super::Cause;
+use crate::ggml::{wsp_ggml_hash_set, wsp_ggml_tensor, TensorRef};
+
+/// "No backend" in [`SlotInfo::assign`] and [`SlotInfo::loc`].
+pub(super) const NO_BACKEND: u16 = u16::MAX;
+/// "In a buffer of a backend the scheduler does not have" in [`SlotInfo::loc`].
+pub(super) const FOREIGN: u16 = u16::MAX - 1;
+/// The most backends one scheduler takes (indices must stay below FOREIGN).
+pub(super) const MAX_BACKENDS: usize = FOREIGN as usize;
+
+/// What a compute knows about one tensor, next to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SlotInfo {
+    /// Backend index the tensor is assigned to, or NO_BACKEND.
+    pub assign: u16,
+    /// Backend index of the buffer the tensor lives in (NO_BACKEND: no
+    /// buffer, FOREIGN: another backend's).
+    pub loc: u16,
+    pub cause: Cause,
+}
+
+impl SlotInfo {
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset };
+}
+
+/// The table ran out of room for this graph; the caller starts over with a
+/// larger one (slots are ids, so the table cannot grow in place).
+#[derive(Debug)]
+pub(super) struct Full;
+
+#[derive(Default)]
+pub(super) struct Table {
+    /// ggml hash set keys; NULL marks a free slot, as ggml requires.
+    keys: Vec<*mut wsp_ggml_tensor>,
+    pub info: Vec<SlotInfo>,
+    len: usize,
+    /// Most keys before `insert` reports `Full`: half the slots. ggml's
+    /// probes divide (`%`) at every step, and ggml-alloc probes each tensor
+    /// several times, so short probes matter more than the table's size.
+    limit: usize,
+}
+
+impl Table {
+    /// Empty the table, with room for `expected` tensors.
+    pub fn reset(&mut self, expected: usize) {
+        let want = expected + expected / 3 + 17;
+        if self.keys.len() < want || self.keys.len() > 4 * want {
+            // A prime: tensors of one ggml context lie at a constant stride,
+            // which then never maps two of them to the same slot.
+            let size = (want..).find(|&n| is_prime(n)).expect("primes are unbounded");
+            self.keys = vec![std::ptr::null_mut(); size];
+            self.info = vec![SlotInfo::EMPTY; size];
+        } else {
+            self.keys.fill(std::ptr::null_mut());
+            self.info.fill(SlotInfo::EMPTY);
+        }
+        self.len = 0;
+        self.limit = self.keys.len() / 4 * 3;
+    }
+
+    /// Forget everything and give the memory back.
+    pub fn release(&mut self) {
+        *self = Table::default();
+    }
+
+    #[inline]
+    fn probe(&self, key: *mut wsp_ggml_tensor) -> usize {
+        let size = self.keys.len();
+        let mut i = key as usize % size;
+        // Never endless: the table always has free slots (load <= 3/4).
+        while !self.keys[i].is_null() && self.keys[i] != key {
+            i += 1;
+            if i == size {
+                i = 0;
+            }
+        }
+        i
+    }
+
+    /// The slot of `t`, if registered.
+    #[inline]
+    pub fn find(&self, t: *mut wsp_ggml_tensor) -> Option<u32> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        let i = self.probe(t);
+        (!self.keys[i].is_null()).then_some(i as u32)
+    }
+
+    /// The slot of `t`, registering it if new (`true`).
+    #[inline]
+    pub fn insert(&mut self, t: TensorRef) -> Result<(u32, bool), Full> {
+        let key = t.as_ptr();
+        let i = self.probe(key);
+        if !self.keys[i].is_null() {
+            return Ok((i as u32, false));
+        }
+        if self.len >= self.limit {
+            return Err(Full);
+        }
+        self.keys[i] = key;
+        self.len += 1;
+        Ok((i as u32, true))
+    }
+
+    /// The tensor in a registered slot.
+    #[inline]
+    pub fn tensor(&self, slot: u32) -> TensorRef {
+        TensorRef::new(self.keys[slot as usize]).expect("slot is registered")
+    }
+
+    /// The raw key of a slot (NULL if free).
+    #[inline]
+    pub fn key(&self, slot: usize) -> *mut wsp_ggml_tensor {
+        self.keys[slot]
+    }
+
+    /// All keys (NULL: free slot).
+    #[inline]
+    pub fn keys(&self) -> &[*mut wsp_ggml_tensor] {
+        &self.keys
+    }
+
+    /// Registered slots, in table order.
+    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.keys.iter().enumerate().filter(|(_, k)| !k.is_null()).map(|(i, _)| i as u32)
+    }
+
+    /// ggml's view of the keys, for ggml-alloc (which may look keys up and,
+    /// for a tensor we did not register, insert it: there is always room).
+    pub fn hash_set(&mut self) -> wsp_ggml_hash_set {
+        wsp_ggml_hash_set { size: self.keys.len(), keys: self.keys.as_mut_ptr() }
+    }
+}
+
+fn is_prime(n: usize) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensors(n: usize) -> Vec<wsp_ggml_tensor> {
+        (0..n).map(|_| crate::ggml::zeroed_tensor()).collect()
+    }
+
+    #[test]
+    fn insert_find_and_full() {
+        let mut ts = tensors(200);
+        let mut t = Table::default();
+        t.reset(10);
+        let mut slots = Vec::new();
+        let mut full_at = None;
+        for (k, b) in ts.iter_mut().enumerate() {
+            let r = TensorRef::new(b).unwrap();
+            match t.insert(r) {
+                Ok((s, true)) => slots.push(s),
+                Ok((_, false)) => panic!("new key reported as present"),
+                Err(Full) => {
+                    full_at = Some(k);
+                    break;
+                }
+            }
+        }
+        let n = full_at.expect("a table for 10 fills up before 200");
+        assert_eq!(n, t.limit);
+        for (k, b) in ts.iter_mut().take(n).enumerate() {
+            let r = TensorRef::new(b).unwrap();
+            assert_eq!(t.find(r.as_ptr()), Some(slots[k]));
+            assert_eq!(t.insert(r).unwrap(), (slots[k], false));
+            assert_eq!(t.tensor(slots[k]), r);
+        }
+        assert_eq!(t.find(TensorRef::new(&mut ts[n]).unwrap().as_ptr()), None);
+        assert_eq!(t.slots().count(), n);
+        t.reset(10);
+        assert_eq!(t.slots().count(), 0);
+    }
+
+    #[test]
+    fn primes() {
+        let p: Vec<usize> = (0..30).filter(|&n| is_prime(n)).collect();
+        assert_eq!(p, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
+    }
+}
