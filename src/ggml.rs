@@ -151,7 +151,6 @@ extern "C" {
     pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
     pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
     pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
-    pub fn wsp_ggml_hash_find_or_insert(hash_set: wsp_ggml_hash_set, key: *mut wsp_ggml_tensor) -> usize;
 
     pub fn wsp_ggml_tallocr_new_from_backend(
         backend: *mut crate::backend::wsp_ggml_backend,

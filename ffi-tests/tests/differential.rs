@@ -72,3 +72,8 @@ fn sched_measure_then_smaller_graphs() {
 fn sched_assignment_rules() {
     differential("sched_rules.c", TB, &[]);
 }
+
+#[test]
+fn sched_graphs_rebuilt_at_the_same_addresses() {
+    differential("sched_reuse.c", TB, &[]);
+}

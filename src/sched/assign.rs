@@ -135,11 +135,15 @@ impl Sched {
         if self.user.is_empty() && self.still_valid(graph) {
             self.reuse_split(graph);
         } else {
-            let mut expected = graph.n_nodes() + graph.n_leafs() + graph.n_nodes() / 8 + 64;
+            // Room for the leafs, the nodes, and as many other tensors
+            // (sources outside the graph, input copies) as the last split had.
+            let listed = graph.n_nodes() + graph.n_leafs();
+            let mut expected = listed + self.st.others.max(listed / 32) + 16;
             while let Err(Full) = self.try_split(graph, expected, func) {
                 self.st.unpatch();
-                expected *= 2;
+                expected += expected / 4;
             }
+            self.st.others = self.st.table.len().saturating_sub(listed);
             self.st.reuse.valid = self.user.is_empty();
         }
         if self.debug {
@@ -166,6 +170,7 @@ impl Sched {
         st.nodes.clear();
         st.srcs.clear();
         st.input_info.clear();
+        st.talloc_from.clear();
         st.copy_links.clear();
         st.copy_of.clear();
         st.splits.clear();
@@ -196,6 +201,7 @@ impl Sched {
             let flag = if node.is_view_op() { NodeInfo::VIEW_OP } else { 0 };
             self.st.nodes.push(NodeInfo { slot, vsrc, end: self.st.srcs.len() as u32 | flag });
         }
+        self.st.srcs.shrink_to_fit();
         Ok(())
     }
 
@@ -282,12 +288,17 @@ impl Sched {
         }
     }
 
-    /// `supports_op` of backend `b` for `node`, remembered so that a reuse
-    /// can ask again.
-    fn supports(&mut self, b: usize, slot: u32, node: TensorRef) -> bool {
-        let yes = self.backends[b].supports_op(node);
-        self.st.reuse.asked.push((slot, b as u16, yes));
-        yes
+    /// The backends that are our CPU backend (which supports every op, so
+    /// it is never asked).
+    pub(super) fn cpu_backends(&self) -> Vec<bool> {
+        self.backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect()
+    }
+
+    /// The next backend after `a` in priority order (wrapping around) that
+    /// supports `node`.
+    pub(super) fn next_supporting(&self, a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
+        let n = self.backends.len();
+        (1..n).map(|d| (a as usize + d) % n).find(|&b| cpu[b] || self.backends[b].supports_op(node)).map(|b| b as u16)
     }
 
     /// Not in the original: a node never runs on a backend whose `supports_op`
@@ -299,11 +310,10 @@ impl Sched {
     /// With backends that support every op nothing changes.
     fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the calls when all backends are CPU.
-        let all_cpu: Vec<bool> = self.backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect();
+        let all_cpu = self.cpu_backends();
         if all_cpu.iter().all(|&c| c) {
             return;
         }
-        let n = self.backends.len();
         for i in 0..self.st.nodes.len() {
             let info = self.st.nodes[i];
             let (slot, vs) = (info.slot, info.vsrc);
@@ -320,7 +330,7 @@ impl Sched {
                 continue;
             }
             let a = self.assign(slot);
-            if a == NO_BACKEND || all_cpu[a as usize] || self.supports(a as usize, slot, node) {
+            if a == NO_BACKEND || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
                 continue;
             }
             let cause = self.st.table.info[slot as usize].cause;
@@ -342,9 +352,11 @@ impl Sched {
                     ),
                 );
             }
-            let found = (1..n).map(|d| (a as usize + d) % n).find(|&b| all_cpu[b] || self.supports(b, slot, node));
-            match found {
-                Some(b) => self.set(slot, b as u16, Cause::Unsupported),
+            match self.next_supporting(a, node, &all_cpu) {
+                Some(b) => {
+                    self.set(slot, b, Cause::Unsupported);
+                    self.st.reuse.moved.push((slot, a));
+                }
                 None => fatal(
                     func,
                     &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())),

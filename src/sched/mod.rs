@@ -130,10 +130,16 @@ struct State {
     /// (input tensor slot, copy index) for every split, in split order.
     inputs: Vec<(u32, u32)>,
     patches: Vec<Patch>,
+    /// ggml-alloc's allocator for the tensor in each slot (NULL: none).
+    talloc: Vec<wsp_ggml_tallocr_t>,
+    /// The allocators `talloc` was filled from (empty: not filled).
+    talloc_from: Vec<wsp_ggml_tallocr_t>,
     /// The patches are applied to the graph right now.
     patched: bool,
     /// One graph view per split, handed to the backend's graph_compute.
     split_graphs: Vec<wsp_ggml_cgraph>,
+    /// Tensors of the last split besides its leafs and nodes (sizes the next table).
+    others: usize,
     /// What the last split read besides the graph's structure and the
     /// tensors' locations, to check it still holds (see reuse.rs).
     reuse: reuse::Facts,
@@ -189,6 +195,7 @@ pub struct BackendStats {
 pub struct Sched {
     backends: Vec<BackendRef>,
     tallocs: Vec<wsp_ggml_tallocr_t>,
+    galloc: ggml::wsp_ggml_gallocr_t,
     /// Compute buffer size requested for each backend at the last measure/reserve.
     buffer_sizes: Vec<usize>,
     measured: bool,
@@ -208,6 +215,8 @@ impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
+        // SAFETY: plain constructor from ggml-alloc.
+        let galloc = unsafe { ggml::wsp_ggml_gallocr_new() };
         let tallocs = backends
             .iter()
             // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
@@ -216,6 +225,7 @@ impl Sched {
         Box::new(Sched {
             backends: backends.to_vec(),
             tallocs,
+            galloc,
             buffer_sizes: vec![0; backends.len()],
             measured: false,
             debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
@@ -400,14 +410,19 @@ impl Sched {
     }
 
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
-    ///
-    /// The graph (each split's input copies, then its nodes), the allocator
-    /// per slot and ggml-alloc's graph allocator (whose per-slot table is as
-    /// large as ours) are only needed for this call: they are made here and
-    /// freed after, so that a scheduler between computes holds only its
-    /// tables.
     fn alloc_splits(&mut self) {
         let st = &mut self.st;
+        if st.talloc_from != self.tallocs {
+            // New split, or new allocators (measure -> compute): refill.
+            st.talloc.clear();
+            st.talloc.extend(st.table.info.iter().map(|info| match info.assign {
+                table::NO_BACKEND => std::ptr::null_mut(),
+                a => self.tallocs[a as usize],
+            }));
+            st.talloc_from.clone_from(&self.tallocs);
+        }
+        // The graph for ggml-alloc: each split's input copies, then its nodes
+        // (only needed for this call).
         let mut nodes = Vec::with_capacity(st.nodes.len() + st.inputs.len());
         for split in &st.splits {
             for &(_, copy) in &st.inputs[split.inputs.clone()] {
@@ -415,12 +430,6 @@ impl Sched {
             }
             nodes.extend(st.nodes[split.i_start..split.i_end].iter().map(|n| st.table.key(n.slot as usize)));
         }
-        let mut talloc: Vec<wsp_ggml_tallocr_t> = (st.table.info.iter())
-            .map(|info| match info.assign {
-                table::NO_BACKEND => std::ptr::null_mut(),
-                a => self.tallocs[a as usize],
-            })
-            .collect();
         let n = nodes.len() as i32;
         let mut graph = wsp_ggml_cgraph {
             size: n,
@@ -438,13 +447,8 @@ impl Sched {
         let hash_set = st.table.hash_set();
         // SAFETY: graph, hash set and allocator table are ours and alive for
         // the call; ggml-alloc does not keep them. The table has free slots
-        // left (load <= 1/2) for any key ggml-alloc inserts. The graph
-        // allocator is ours, freed once.
-        unsafe {
-            let galloc = ggml::wsp_ggml_gallocr_new();
-            ggml::wsp_ggml_gallocr_alloc_graph_n(galloc, &mut graph, hash_set, talloc.as_mut_ptr());
-            ggml::wsp_ggml_gallocr_free(galloc);
-        }
+        // left (load <= 3/4) for any key ggml-alloc inserts.
+        unsafe { ggml::wsp_ggml_gallocr_alloc_graph_n(self.galloc, &mut graph, hash_set, st.talloc.as_mut_ptr()) };
     }
 
     fn compute_splits(&mut self, func: &str) {
@@ -614,6 +618,8 @@ impl Drop for Sched {
             // SAFETY: our own allocators, freed once.
             unsafe { ggml::wsp_ggml_tallocr_free(t) };
         }
+        // SAFETY: our own graph allocator, freed once.
+        unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
     }
 }
 

@@ -10,7 +10,7 @@
 //!   is a view op; each leaf's view source;
 //! - the location (backend of the buffer) of every registered tensor;
 //! - the size of every tensor whose size a decision compared;
-//! - every `supports_op` answer a decision used (asked again);
+//! - every `supports_op` answer a decision used (asked again, in the same order);
 //! - the data of unassigned views (the only other field a pass reads);
 //! - no `set_node_backend` assignment, now or for the split being reused.
 //!
@@ -20,7 +20,8 @@
 
 use super::assign::{locate, refresh_copy};
 use super::table::NO_BACKEND;
-use super::Sched;
+use super::table::SlotInfo;
+use super::{Cause, Sched};
 use crate::ggml::{is_view_op, GraphRef, TensorRef};
 
 /// What a split read besides the graph's structure and the tensors' locations.
@@ -30,8 +31,9 @@ pub(super) struct Facts {
     pub valid: bool,
     /// (slot, nbytes) of every size a decision compared.
     pub sizes: Vec<(u32, usize)>,
-    /// (node slot, backend, answer) of every supports_op call.
-    pub asked: Vec<(u32, u16, bool)>,
+    /// (node slot, backend that rejected it) of every node moved because
+    /// of supports_op.
+    pub moved: Vec<(u32, u16)>,
     /// Unassigned view nodes, accepted because their data was set.
     pub unassigned_views: Vec<u32>,
     /// Tensors first registered as a source or view source (not as a leaf
@@ -44,7 +46,7 @@ impl Facts {
     pub fn clear(&mut self) {
         self.valid = false;
         self.sizes.clear();
-        self.asked.clear();
+        self.moved.clear();
         self.unassigned_views.clear();
         self.unlisted.clear();
     }
@@ -118,10 +120,32 @@ impl Sched {
         if st.reuse.unassigned_views.iter().any(|&slot| table.tensor(slot).data().is_null()) {
             return false;
         }
-        for i in 0..self.st.reuse.asked.len() {
-            let (slot, b, yes) = self.st.reuse.asked[i];
-            if self.backends[b as usize].supports_op(self.st.table.tensor(slot)) != yes {
-                return false;
+        self.same_support()
+    }
+
+    /// Whether `supports_op` answers as it did: the same questions as
+    /// move_unsupported_nodes asked, derived from its results.
+    fn same_support(&self) -> bool {
+        let cpu = self.cpu_backends();
+        if cpu.iter().all(|&c| c) {
+            return true; // nothing was asked
+        }
+        let table = &self.st.table;
+        let mut moved = self.st.reuse.moved.iter();
+        for n in self.st.nodes.iter().filter(|n| !n.view_op()) {
+            let SlotInfo { assign, cause, .. } = table.info[n.slot as usize];
+            let node = table.tensor(n.slot);
+            if cause == Cause::Unsupported {
+                // Rejected by `from`, then the search ended at `assign`.
+                let Some(&(_, from)) = moved.next() else { return false };
+                if self.backends[from as usize].supports_op(node) || self.next_supporting(from, node, &cpu) != Some(assign) {
+                    return false;
+                }
+            } else if assign != NO_BACKEND && cause != Cause::FromConsumer && !cpu[assign as usize] {
+                // Asked about the backend it stayed on (FromConsumer: it had none then).
+                if !self.backends[assign as usize].supports_op(node) {
+                    return false;
+                }
             }
         }
         true

@@ -58,7 +58,7 @@ impl Table {
     /// Empty the table, with room for `expected` tensors.
     pub fn reset(&mut self, expected: usize) {
         let want = expected + expected / 3 + 17;
-        if self.keys.len() < want || self.keys.len() > 4 * want {
+        if self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
             let size = (want..).find(|&n| is_prime(n)).expect("primes are unbounded");
@@ -127,6 +127,11 @@ impl Table {
     #[inline]
     pub fn key(&self, slot: usize) -> *mut wsp_ggml_tensor {
         self.keys[slot]
+    }
+
+    /// Number of registered tensors.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     /// All keys (NULL: free slot).
