@@ -47,6 +47,7 @@ memcheck_tests! {
     memcheck_sched_four => "sched_four.c",
     memcheck_sched_measure => "sched_measure.c",
     memcheck_sched_rules => "sched_rules.c",
+    memcheck_sched_reuse => "sched_reuse.c",
     memcheck_sched_beyond => "sched_beyond.c",
 }
 
