@@ -3,7 +3,7 @@
 //! split, when the graph is indexed; the passes only index arrays).
 
 use super::table::{Full, SlotInfo, FOREIGN, NO_BACKEND};
-use super::{copy_name, Cause, CopyLink, InputInfo, NodeInfo, Patch, Sched, Split, NONE};
+use super::{copy_name, Cause, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
@@ -169,9 +169,8 @@ impl Sched {
         st.leafs.clear();
         st.nodes.clear();
         st.srcs.clear();
-        st.input_info.clear();
+        st.copy_index.clear();
         st.talloc_from.clear();
-        st.copy_links.clear();
         st.copy_of.clear();
         st.splits.clear();
         st.inputs.clear();
@@ -427,9 +426,9 @@ impl Sched {
                     continue;
                 }
                 let copy = self.copy_for(sid, cur)?;
-                let input = self.st.input_info.get_mut(&sid).expect("copy_for registers the input");
-                if input.mark != split_no {
-                    input.mark = split_no;
+                let of = &mut self.st.copy_of[copy as usize];
+                if of.mark != split_no {
+                    of.mark = split_no;
                     self.st.inputs.push((sid, copy));
                     self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
                 }
@@ -444,14 +443,8 @@ impl Sched {
 
     /// The copy of tensor `sid` on backend `b`, made once per graph and backend.
     fn copy_for(&mut self, sid: u32, b: u16) -> Result<u32, Full> {
-        let input = *self.st.input_info.entry(sid).or_insert(InputInfo { mark: 0, copies: NONE });
-        let mut link = input.copies;
-        while link != NONE {
-            let l = self.st.copy_links[link as usize];
-            if l.backend == b {
-                return Ok(l.copy);
-            }
-            link = l.next;
+        if let Some(&c) = self.st.copy_index.get(&(sid, b)) {
+            return Ok(c);
         }
         let c = self.st.copy_of.len();
         if c == self.st.copies.len() {
@@ -460,11 +453,9 @@ impl Sched {
         let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
         let (cslot, _) = self.st.table.insert(copy_ref)?;
         self.set(cslot, b, Cause::InputCopy);
-        let st = &mut self.st;
-        st.copy_of.push((sid, b));
-        refresh_copy(&self.backends, st, c);
-        st.input_info.get_mut(&sid).expect("inserted above").copies = st.copy_links.len() as u32;
-        st.copy_links.push(CopyLink { backend: b, copy: c as u32, next: input.copies });
+        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0 });
+        self.st.copy_index.insert((sid, b), c as u32);
+        refresh_copy(&self.backends, &mut self.st, c);
         Ok(c as u32)
     }
 
@@ -501,11 +492,12 @@ impl Sched {
 /// Copy `c` as a fresh, unallocated tensor with its source's layout and
 /// name, reading from that source.
 pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: usize) {
-    let (sid, b) = st.copy_of[c];
-    let src = st.table.tensor(sid);
-    let name = copy_name(backends[b as usize], src);
+    let CopyOf { src, backend, .. } = st.copy_of[c];
+    let src = st.table.tensor(src);
+    let mut name = [0; ggml::WSP_GGML_MAX_NAME];
+    let len = copy_name(backends[backend as usize], src, &mut name);
     let copy = &mut *st.copies[c];
-    ggml::dup_tensor_layout(copy, src, &name);
+    ggml::dup_tensor_layout(copy, src, &name[..len]);
     copy.src[0] = src.as_ptr();
 }
 

@@ -81,21 +81,15 @@ impl NodeInfo {
     }
 }
 
-/// A copy of a tensor on one backend, in a singly linked list per tensor.
+/// An input copy in use: the tensor it copies, on which backend, and the
+/// last split that listed it as an input.
 #[derive(Clone, Copy)]
-struct CopyLink {
+struct CopyOf {
+    src: u32,
     backend: u16,
-    copy: u32,
-    next: u32,
-}
-
-/// Per-tensor bookkeeping of split inputs (few tensors need it).
-#[derive(Clone, Copy)]
-struct InputInfo {
-    /// Split index + 1 that last listed the tensor as input (dedupes inputs per split).
+    /// Split index + 1 (dedupes a split's inputs: all of them are copies to
+    /// the split's backend, so one mark per copy suffices).
     mark: u32,
-    /// Head of the tensor's list of input copies in `State::copy_links`.
-    copies: u32,
 }
 
 /// A graph `src` slot redirected to an input copy during the compute.
@@ -118,14 +112,14 @@ struct State {
     nodes: Vec<NodeInfo>,
     /// Source slots of all nodes, back to back (see NodeInfo).
     srcs: Vec<u32>,
-    input_info: HashMap<u32, InputInfo, BuildSlotHasher>,
-    copy_links: Vec<CopyLink>,
+    /// Index in `copies` of the copy of (tensor slot, backend).
+    copy_index: HashMap<(u32, u16), u32>,
     /// Input copies; boxed so their addresses stay put while the vector grows
     /// (graph nodes point at them). Reused across computes.
     #[allow(clippy::vec_box)]
     copies: Vec<Box<wsp_ggml_tensor>>,
-    /// (source slot, backend) of each copy in use.
-    copy_of: Vec<(u32, u16)>,
+    /// What each copy in use copies (indexed like `copies`).
+    copy_of: Vec<CopyOf>,
     splits: Vec<Split>,
     /// (input tensor slot, copy index) for every split, in split order.
     inputs: Vec<(u32, u32)>,
@@ -143,34 +137,6 @@ struct State {
     /// What the last split read besides the graph's structure and the
     /// tensors' locations, to check it still holds (see reuse.rs).
     reuse: reuse::Facts,
-}
-
-/// Slots are table indices already spread by the table's hash: use them as is.
-#[derive(Default, Clone, Copy)]
-struct BuildSlotHasher;
-
-impl std::hash::BuildHasher for BuildSlotHasher {
-    type Hasher = SlotHasher;
-    fn build_hasher(&self) -> SlotHasher {
-        SlotHasher(0)
-    }
-}
-
-#[derive(Default)]
-struct SlotHasher(u64);
-
-impl std::hash::Hasher for SlotHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = u64::from(v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -343,7 +309,7 @@ impl Sched {
         st.splits.clear();
         st.inputs.clear();
         st.patches.clear();
-        st.input_info.clear();
+        st.copy_index.clear();
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
     }
@@ -454,7 +420,6 @@ impl Sched {
     fn compute_splits(&mut self, func: &str) {
         self.split_stats.clear();
         self.split_stats.resize(self.st.splits.len(), SplitStats::default());
-        self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
         for k in 0..self.st.splits.len() {
             let split = self.st.splits[k].clone();
             let backend = self.backends[split.backend as usize];
@@ -623,17 +588,21 @@ impl Drop for Sched {
     }
 }
 
-/// Name of an input copy: "<backend>#<source>", as the original names them.
-fn copy_name(backend: BackendRef, src: TensorRef) -> Vec<u8> {
-    let mut name = Vec::with_capacity(ggml::WSP_GGML_MAX_NAME);
+/// Name of an input copy: "<backend>#<source>", as the original names them
+/// (cut to ggml's name length), in `buf`; returns its length.
+fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
     let p = backend.name();
-    if !p.is_null() {
-        // SAFETY: get_name returns a NUL-terminated string.
-        name.extend_from_slice(unsafe { CStr::from_ptr(p) }.to_bytes());
+    let backend_name: &[u8] = if p.is_null() {
+        b"(null)"
     } else {
-        name.extend_from_slice(b"(null)");
+        // SAFETY: get_name returns a NUL-terminated string.
+        unsafe { CStr::from_ptr(p) }.to_bytes()
+    };
+    let bytes = backend_name.iter().chain(b"#").chain(src.name().to_bytes());
+    let mut n = 0;
+    for (d, &b) in buf.iter_mut().zip(bytes) {
+        *d = b;
+        n += 1;
     }
-    name.push(b'#');
-    name.extend_from_slice(src.name().to_bytes());
-    name
+    n
 }
