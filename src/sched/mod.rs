@@ -598,11 +598,11 @@ fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_
         // SAFETY: get_name returns a NUL-terminated string.
         unsafe { CStr::from_ptr(p) }.to_bytes()
     };
-    let bytes = backend_name.iter().chain(b"#").chain(src.name().to_bytes());
     let mut n = 0;
-    for (d, &b) in buf.iter_mut().zip(bytes) {
-        *d = b;
-        n += 1;
+    for part in [backend_name, b"#", src.name().to_bytes()] {
+        let k = part.len().min(buf.len() - n);
+        buf[n..n + k].copy_from_slice(&part[..k]);
+        n += k;
     }
     n
 }

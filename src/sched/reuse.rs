@@ -59,7 +59,7 @@ impl Facts {
 
 impl Sched {
     /// Whether the last split holds for `graph` as it is now.
-    pub(super) fn still_valid(&mut self, graph: GraphRef) -> bool {
+    pub(super) fn still_valid(&self, graph: GraphRef) -> bool {
         let st = &self.st;
         let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
         if !st.reuse.valid || nodes.len() != st.nodes.len() || leafs.len() != st.leafs.len() {
@@ -90,6 +90,10 @@ impl Sched {
                 return false;
             }
         }
+        // supports_op, asked again (our CPU backend is never asked)
+        let cpu = self.cpu_backends();
+        let ask = !cpu.iter().all(|&c| c);
+        let mut moved = st.reuse.moved.iter();
         let mut start = 0;
         for (&node, n) in nodes.iter().zip(&st.nodes) {
             let Some(node) = TensorRef::new(node).filter(|t| t.as_ptr() == key(n.slot)) else {
@@ -103,6 +107,7 @@ impl Sched {
                 || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
                 || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
                 || !same_loc(node, n.slot)
+                || (ask && !n.view_op() && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
             {
                 return false;
             }
@@ -117,38 +122,23 @@ impl Sched {
         if st.reuse.sizes.iter().any(|&(slot, size)| table.tensor(slot).nbytes() != size) {
             return false;
         }
-        if st.reuse.unassigned_views.iter().any(|&slot| table.tensor(slot).data().is_null()) {
-            return false;
-        }
-        self.same_support()
+        !st.reuse.unassigned_views.iter().any(|&slot| table.tensor(slot).data().is_null())
     }
 
-    /// Whether `supports_op` answers as it did: the same questions as
-    /// move_unsupported_nodes asked, derived from its results.
-    fn same_support(&self) -> bool {
-        let cpu = self.cpu_backends();
-        if cpu.iter().all(|&c| c) {
-            return true; // nothing was asked
+    /// Whether `supports_op` answers for `node` (not a view op) as it did:
+    /// the questions move_unsupported_nodes asked, derived from its results.
+    fn same_support<'a>(&self, node: TensorRef, info: SlotInfo, moved: &mut impl Iterator<Item = &'a (u32, u16)>, cpu: &[bool]) -> bool {
+        let SlotInfo { assign, cause, .. } = info;
+        if cause == Cause::Unsupported {
+            // Rejected by `from`, then the search ended at `assign`.
+            let Some(&(_, from)) = moved.next() else { return false };
+            !self.backends[from as usize].supports_op(node) && self.next_supporting(from, node, cpu) == Some(assign)
+        } else if assign == NO_BACKEND || cause == Cause::FromConsumer || cpu[assign as usize] {
+            true // nothing was asked (FromConsumer: it had no backend then)
+        } else {
+            // asked about the backend it stayed on
+            self.backends[assign as usize].supports_op(node)
         }
-        let table = &self.st.table;
-        let mut moved = self.st.reuse.moved.iter();
-        for n in self.st.nodes.iter().filter(|n| !n.view_op()) {
-            let SlotInfo { assign, cause, .. } = table.info[n.slot as usize];
-            let node = table.tensor(n.slot);
-            if cause == Cause::Unsupported {
-                // Rejected by `from`, then the search ended at `assign`.
-                let Some(&(_, from)) = moved.next() else { return false };
-                if self.backends[from as usize].supports_op(node) || self.next_supporting(from, node, &cpu) != Some(assign) {
-                    return false;
-                }
-            } else if assign != NO_BACKEND && cause != Cause::FromConsumer && !cpu[assign as usize] {
-                // Asked about the backend it stayed on (FromConsumer: it had none then).
-                if !self.backends[assign as usize].supports_op(node) {
-                    return false;
-                }
-            }
-        }
-        true
     }
 
     /// Make the last split current again for `graph` (checked by `still_valid`).
