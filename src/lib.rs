@@ -10,7 +10,8 @@
 //! - [`cpu`]: the CPU backend;
 //! - [`sched`]: the multi-backend split scheduler;
 //! - [`graph_copy`]: copying a graph to another backend and comparing backends;
-//! - [`ptrmap`]: the tensor-address map the scheduler's tables are built on;
+//! - [`ptrmap`]: a tensor-address map (graph copies; the scheduler keys its
+//!   tensors in a ggml-compatible table of its own, `sched/table.rs`);
 //! - [`ffi`]: the exported `extern "C"` functions, thin and boring.
 
 pub mod backend;

@@ -1,10 +1,9 @@
 //! A small open-addressing map from tensor address to a dense index.
 //!
-//! The scheduler indexes every tensor of a graph once per compute. Slots
+//! Used by graph_copy.rs to map a graph's tensors to their copies. Slots
 //! carry a generation number, so emptying the map is O(1) (bump the
-//! generation) instead of rewriting the whole table; the table is sized to
-//! the graph and never shrinks, so a scheduler reused for many computes
-//! allocates nothing in steady state.
+//! generation) instead of rewriting the whole table; the table grows with
+//! the graph and never shrinks.
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
