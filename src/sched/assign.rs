@@ -503,10 +503,37 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
 
 /// Where `t`'s memory is: the index of its buffer's backend among `backends`,
 /// NO_BACKEND without a buffer (or backend), FOREIGN for a backend not in the list.
-#[inline]
-pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
+fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
     let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
         return NO_BACKEND;
     };
     backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u16)
+}
+
+/// [`locate`] for many tensors in a row: a buffer or two hold most of a
+/// graph's tensors, so the last buffer's answer is remembered.
+#[derive(Clone, Copy)]
+pub(super) struct Locator {
+    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    loc: u16,
+}
+
+impl Default for Locator {
+    fn default() -> Self {
+        Locator { buffer: std::ptr::null_mut(), loc: NO_BACKEND }
+    }
+}
+
+impl Locator {
+    #[inline]
+    pub(super) fn locate(&mut self, backends: &[BackendRef], t: TensorRef) -> u16 {
+        let buffer = t.buffer();
+        if buffer.is_null() {
+            return NO_BACKEND;
+        }
+        if buffer != self.buffer {
+            *self = Locator { buffer, loc: locate(backends, t) };
+        }
+        self.loc
+    }
 }

@@ -266,10 +266,14 @@ impl Sched {
         // buffers that are freed below): forget those placements afterwards,
         // so the measured graph does not point into freed memory.
         let table = &self.st.table;
-        let placed: Vec<TensorRef> = table.slots().map(|s| table.tensor(s)).filter(|t| t.data().is_null()).collect();
+        let mut placed = vec![0u64; table.keys().len().div_ceil(64)]; // one bit per slot
+        for s in table.slots().filter(|&s| table.tensor(s).data().is_null()) {
+            placed[s as usize / 64] |= 1 << (s % 64);
+        }
         self.alloc_splits();
-        for t in placed {
-            t.clear_allocation();
+        let table = &self.st.table;
+        for s in table.slots().filter(|&s| placed[s as usize / 64] & (1 << (s % 64)) != 0) {
+            table.tensor(s).clear_allocation();
         }
         for i in 0..self.backends.len() {
             let measure = self.tallocs[i];

@@ -18,7 +18,7 @@
 //! renamed, graph sources patched again, and ggml-alloc allocates the graph
 //! as usual.
 
-use super::assign::{locate, refresh_copy};
+use super::assign::{refresh_copy, Locator};
 use super::table::NO_BACKEND;
 use super::table::SlotInfo;
 use super::{Cause, Sched};
@@ -68,20 +68,8 @@ impl Sched {
         let (keys, info) = (st.table.keys(), &st.table.info);
         // NONE (u32::MAX) is out of range: it reads as NULL.
         let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(std::ptr::null_mut());
-        // Locations: a buffer or two hold most tensors, so remember the last one.
-        let mut last = (std::ptr::null_mut(), NO_BACKEND);
-        let mut same_loc = |t: TensorRef, slot: u32| {
-            let buffer = t.buffer();
-            let loc = if buffer.is_null() {
-                NO_BACKEND
-            } else if buffer == last.0 {
-                last.1
-            } else {
-                last = (buffer, locate(&self.backends, t));
-                last.1
-            };
-            loc == info[slot as usize].loc
-        };
+        let mut locator = Locator::default();
+        let mut same_loc = |t: TensorRef, slot: u32| locator.locate(&self.backends, t) == info[slot as usize].loc;
         for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
                 return false;

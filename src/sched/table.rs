@@ -48,6 +48,8 @@ pub(super) struct Table {
     keys: Vec<*mut wsp_ggml_tensor>,
     pub info: Vec<SlotInfo>,
     len: usize,
+    /// `address % size` without a division (ggml divides at every probe).
+    modulo: FastMod,
     /// Most keys before `insert` reports `Full`: half the slots. ggml's
     /// probes divide (`%`) at every step, and ggml-alloc probes each tensor
     /// several times, so short probes matter more than the table's size.
@@ -70,6 +72,7 @@ impl Table {
         }
         self.len = 0;
         self.limit = self.keys.len() / 4 * 3;
+        self.modulo = FastMod::new(self.keys.len() as u64);
     }
 
     /// Forget everything and give the memory back.
@@ -80,7 +83,7 @@ impl Table {
     #[inline]
     fn probe(&self, key: *mut wsp_ggml_tensor) -> usize {
         let size = self.keys.len();
-        let mut i = key as usize % size;
+        let mut i = self.modulo.rem(key as u64) as usize;
         // Never endless: the table always has free slots (load <= 3/4).
         while !self.keys[i].is_null() && self.keys[i] != key {
             i += 1;
@@ -152,6 +155,32 @@ impl Table {
     }
 }
 
+/// `a % d` by multiplication (Lemire, Kaser, Kurz: "Faster remainder by
+/// direct computation", 2019): with 128 fraction bits the result is exact
+/// for every 64-bit `a` and divisor `d`.
+#[derive(Clone, Copy, Default)]
+struct FastMod {
+    m: u128,
+    d: u64,
+}
+
+impl FastMod {
+    fn new(d: u64) -> Self {
+        assert!(d > 1, "divisor of a table size");
+        FastMod { m: u128::MAX / u128::from(d) + 1, d }
+    }
+
+    #[inline]
+    fn rem(self, a: u64) -> u64 {
+        let low = self.m.wrapping_mul(u128::from(a));
+        // bits 128..192 of low * d
+        let d = u128::from(self.d);
+        let lo = (low as u64 as u128) * d;
+        let hi = (low >> 64) * d;
+        ((hi + (lo >> 64)) >> 64) as u64
+    }
+}
+
 fn is_prime(n: usize) -> bool {
     n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
 }
@@ -194,6 +223,30 @@ mod tests {
         assert_eq!(t.slots().count(), n);
         t.reset(10);
         assert_eq!(t.slots().count(), 0);
+    }
+
+    #[test]
+    fn fastmod_matches_the_remainder() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let sizes = [2u64, 3, 17, 509, 3911, 31019, 1 << 20, (1 << 31) - 1, u32::MAX as u64 + 15, u64::MAX / 3, u64::MAX];
+        for &d in &sizes {
+            let f = FastMod::new(d);
+            for a in [0, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1, 0x7fff_ffff_fff0] {
+                assert_eq!(f.rem(a), a % d, "{a} % {d}");
+            }
+            for _ in 0..20_000 {
+                let a = next();
+                assert_eq!(f.rem(a), a % d, "{a} % {d}");
+                let p = a & 0x0000_7fff_ffff_fff0; // addresses
+                assert_eq!(f.rem(p), p % d, "{p} % {d}");
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! `paired enc-direct [rounds]`     control: the same, computed by each build's ggml.c directly
 //!                                  (no ggml-backend code), to separate code placement from the library
 //! `paired sched NB N [rounds]`     sched_graph_compute (benchmark 1), 20 computes per round
+//! `paired cycle N [rounds]`        sched_new + init_measure + sched_free, 2 backends
+//!                                  (benchmark 2), 20 lifetimes per round
 //! `paired io SIZE [rounds]`        benchmark 3: each of set/get/copy against memcpy of the
 //!                                  same bytes, ours and the original
 //!
@@ -16,7 +18,7 @@
 //! ratio and its quartiles over the rounds.
 use std::time::{Duration, Instant};
 
-use wsp_bench::{enc_threads, host_buffer, time_computes, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
+use wsp_bench::{enc_threads, host_buffer, time_computes, time_cycles, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -113,6 +115,14 @@ fn main() {
             }
             let p = run(rounds, |i| time_computes(&mut s[i], 20), 20.0);
             println!("{{\"bench\":\"sched_compute_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
+        }
+        Some("cycle") => {
+            let n: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_nodes");
+            let rounds = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(30);
+            OURS.quiet_stderr();
+            let mut s = [SchedBench::new(OURS, 2, n, false), SchedBench::new(REF, 2, n, false)];
+            let p = run(rounds, |i| time_cycles(&mut s[i], 20), 20.0);
+            println!("{{\"bench\":\"sched_lifecycle\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
         }
         Some("io") => {
             let size: usize = args.get(2).and_then(|v| v.parse().ok()).expect("size in bytes");
