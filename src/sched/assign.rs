@@ -20,6 +20,20 @@ struct Best {
     size: Option<usize>,
 }
 
+/// Why a split starts over with another table.
+enum Retry {
+    /// The table has no room left for this graph.
+    Full,
+    /// The graph's addresses pile up in this table size (see Table::crowded).
+    Crowded,
+}
+
+impl From<Full> for Retry {
+    fn from(_: Full) -> Self {
+        Retry::Full
+    }
+}
+
 impl Sched {
     /// Slot of `t` in this split's table, registering it (and the tensors
     /// whose memory it views, which ggml-alloc looks up too) on first sight.
@@ -139,9 +153,14 @@ impl Sched {
             // (sources outside the graph, input copies) as the last split had.
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut expected = listed + self.st.others.max(listed / 32) + 16;
-            while let Err(Full) = self.try_split(graph, expected, func) {
+            let mut avoid = 0; // a crowded table size
+            for attempt in 0.. {
+                match self.try_split(graph, expected, avoid, attempt < 4, func) {
+                    Ok(()) => break,
+                    Err(Retry::Full) => expected += expected / 4,
+                    Err(Retry::Crowded) => avoid = self.st.table.size(),
+                }
                 self.st.unpatch();
-                expected += expected / 4;
             }
             self.st.others = self.st.table.len().saturating_sub(listed);
             self.st.reuse.valid = self.user.is_empty();
@@ -151,8 +170,11 @@ impl Sched {
         }
     }
 
-    fn try_split(&mut self, graph: GraphRef, expected: usize, func: &str) -> Result<(), Full> {
-        self.index_graph(graph, expected)?;
+    fn try_split(&mut self, graph: GraphRef, expected: usize, avoid: usize, picky: bool, func: &str) -> Result<(), Retry> {
+        self.index_graph(graph, expected, avoid)?;
+        if picky && self.st.table.crowded() {
+            return Err(Retry::Crowded);
+        }
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
@@ -162,9 +184,9 @@ impl Sched {
     }
 
     /// Clear the tables and register every leaf, node, source and view source.
-    fn index_graph(&mut self, graph: GraphRef, expected: usize) -> Result<(), Full> {
+    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize) -> Result<(), Full> {
         let st = &mut self.st;
-        st.table.reset(expected);
+        st.table.reset(expected, avoid);
         st.reuse.clear();
         st.leafs.clear();
         st.nodes.clear();

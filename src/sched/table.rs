@@ -48,6 +48,9 @@ pub(super) struct Table {
     keys: Vec<*mut wsp_ggml_tensor>,
     pub info: Vec<SlotInfo>,
     len: usize,
+    /// Total distance of the keys from their home slots: every step is one
+    /// more probe, with a division, for each of ggml-alloc's look-ups.
+    steps: usize,
     /// `address % size` without a division (ggml divides at every probe).
     modulo: FastMod,
     /// Most keys before `insert` reports `Full`: half the slots. ggml's
@@ -57,9 +60,10 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// Empty the table, with room for `expected` tensors.
-    pub fn reset(&mut self, expected: usize) {
-        let want = expected + expected / 3 + 17;
+    /// Empty the table, with room for `expected` tensors and more than
+    /// `size` slots (0, or a size that was crowded).
+    pub fn reset(&mut self, expected: usize, size: usize) {
+        let want = (expected + expected / 3 + 17).max(size + 1);
         if self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
@@ -71,6 +75,7 @@ impl Table {
             self.info.fill(SlotInfo::EMPTY);
         }
         self.len = 0;
+        self.steps = 0;
         self.limit = self.keys.len() / 4 * 3;
         self.modulo = FastMod::new(self.keys.len() as u64);
     }
@@ -80,18 +85,22 @@ impl Table {
         *self = Table::default();
     }
 
+    /// The slot of `key` or the free slot where it would go, and how many
+    /// slots past its home slot that is.
     #[inline]
-    fn probe(&self, key: *mut wsp_ggml_tensor) -> usize {
+    fn probe(&self, key: *mut wsp_ggml_tensor) -> (usize, usize) {
         let size = self.keys.len();
         let mut i = self.modulo.rem(key as u64) as usize;
+        let mut steps = 0;
         // Never endless: the table always has free slots (load <= 3/4).
         while !self.keys[i].is_null() && self.keys[i] != key {
             i += 1;
+            steps += 1;
             if i == size {
                 i = 0;
             }
         }
-        i
+        (i, steps)
     }
 
     /// The slot of `t`, if registered.
@@ -100,7 +109,7 @@ impl Table {
         if self.keys.is_empty() {
             return None;
         }
-        let i = self.probe(t);
+        let (i, _) = self.probe(t);
         (!self.keys[i].is_null()).then_some(i as u32)
     }
 
@@ -108,7 +117,7 @@ impl Table {
     #[inline]
     pub fn insert(&mut self, t: TensorRef) -> Result<(u32, bool), Full> {
         let key = t.as_ptr();
-        let i = self.probe(key);
+        let (i, steps) = self.probe(key);
         if !self.keys[i].is_null() {
             return Ok((i as u32, false));
         }
@@ -117,6 +126,7 @@ impl Table {
         }
         self.keys[i] = key;
         self.len += 1;
+        self.steps += steps;
         Ok((i as u32, true))
     }
 
@@ -130,6 +140,18 @@ impl Table {
     #[inline]
     pub fn key(&self, slot: usize) -> *mut wsp_ggml_tensor {
         self.keys[slot]
+    }
+
+    /// Whether keys sit far from their home slots (more than one step in
+    /// two on average): addresses at a constant stride can pile up for some
+    /// table sizes, and another size spreads them.
+    pub fn crowded(&self) -> bool {
+        self.steps > self.len / 2
+    }
+
+    /// Number of slots.
+    pub fn size(&self) -> usize {
+        self.keys.len()
     }
 
     /// Number of registered tensors.
@@ -197,7 +219,7 @@ mod tests {
     fn insert_find_and_full() {
         let mut ts = tensors(200);
         let mut t = Table::default();
-        t.reset(10);
+        t.reset(10, 0);
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
@@ -221,7 +243,7 @@ mod tests {
         }
         assert_eq!(t.find(TensorRef::new(&mut ts[n]).unwrap().as_ptr()), None);
         assert_eq!(t.slots().count(), n);
-        t.reset(10);
+        t.reset(10, 0);
         assert_eq!(t.slots().count(), 0);
     }
 
@@ -247,6 +269,26 @@ mod tests {
                 assert_eq!(f.rem(p), p % d, "{p} % {d}");
             }
         }
+    }
+
+    #[test]
+    fn crowding_is_measured() {
+        // never dereferenced: the table only hashes and compares addresses
+        let fake = |a: usize| TensorRef::new(a as *mut wsp_ggml_tensor).unwrap();
+        let mut t = Table::default();
+        t.reset(100, 0);
+        let size = t.keys().len();
+        for k in 1..=50 {
+            t.insert(fake(k * 16)).unwrap(); // distinct home slots
+        }
+        assert!(!t.crowded());
+        t.reset(100, 0);
+        for k in 1..=50 {
+            t.insert(fake(k * size)).unwrap(); // one home slot for all
+        }
+        assert!(t.crowded());
+        t.reset(100, size);
+        assert!(t.keys().len() > size, "another size when asked");
     }
 
     #[test]
