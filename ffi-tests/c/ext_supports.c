@@ -325,6 +325,58 @@ static void part_view_ops(const struct eu_ref * ref) {
     wsp_ggml_backend_free(cpu);
 }
 
+// The same graph computed again (restored to its state as built, so at the
+// same addresses): ours reuses the last split, asking supports_op again.
+// When the backend's answers change between computes, the split must follow.
+static void part_answers_change(const struct eu_ref * ref) {
+    wsp_ggml_backend_t xb = xb_new("XB", REJECT_SM_NORM, -1, NULL);
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 2);
+    struct su_store st;
+    su_store_init(&st, xb, 1 << 20);
+    struct setup s;
+    setup_init(&s, &st, NULL);
+    wsp_ggml_backend_t backends[2] = { xb, cpu };
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+    struct wsp_ggml_context * gctx;
+    struct wsp_ggml_tensor * out;
+    struct wsp_ggml_cgraph * g = eu_mlp_graph(&s.m, s.x, &gctx, &out);
+    // snapshot of the graph as built
+    struct wsp_ggml_cgraph gsnap = *g;
+    struct wsp_ggml_tensor * snap = (struct wsp_ggml_tensor *)malloc(sizeof(*snap) * (size_t)g->n_nodes);
+    CHECK(snap != NULL);
+    for (int i = 0; i < g->n_nodes; i++) {
+        snap[i] = *g->nodes[i];
+    }
+    wsp_ggml_backend_sched_init_measure(sched, g);
+    struct xb_ctx * c = xb_stats(xb);
+    bool ok[4];
+    for (int step = 0; step < 4; step++) {
+        // steps 0, 1: soft_max + norm rejected; 2: norm accepted; 3: rejected again
+        c->n_rejected = step == 2 ? 1 : 2;
+        c->rejected[0] = WSP_GGML_OP_SOFT_MAX;
+        c->rejected[1] = WSP_GGML_OP_NORM;
+        for (int i = 0; i < g->n_nodes; i++) {
+            *g->nodes[i] = snap[i];
+        }
+        *g = gsnap;
+        wsp_ggml_backend_sched_graph_compute(sched, g);
+        bool norm_on_xb = step == 2;
+        ok[step] = su_same(out, ref->out) && c->n_rejected_computed == 0 && placed(sched, g, REJECT_SM, cpu, NULL)
+                   && placed(sched, g, REJECT_NORM, norm_on_xb ? xb : cpu, NULL) && eu_splits_consistent(sched, g);
+    }
+    EU_EXPECT("supports_reused_split_same", ok[0] && ok[1], "steps 0/1: %d %d", ok[0], ok[1]);
+    EU_EXPECT("supports_answers_change_resplit", ok[2], "norm not moved back to XB once accepted");
+    EU_EXPECT("supports_answers_change_back", ok[3], "norm not moved off XB once rejected again");
+    free(snap);
+    wsp_ggml_free(gctx);
+    wsp_ggml_backend_sched_free(sched);
+    su_store_free(&st);
+    wsp_ggml_free(s.wctx);
+    wsp_ggml_backend_free(xb);
+    wsp_ggml_backend_free(cpu);
+}
+
 int main(void) {
     struct eu_ref ref = eu_ref_new(N_EMBD, N_FF, N_VOCAB, N_LAYER, W_SEED, N_TOK, X_SEED);
     part_main(&ref);
@@ -333,6 +385,7 @@ int main(void) {
     part_order(&ref, false);
     part_order(&ref, true);
     part_view_ops(&ref);
+    part_answers_change(&ref);
     eu_ref_free(&ref);
     printf("live_test_buffers %ld\n", test_backend_live_buffers());
     return eu_finish();

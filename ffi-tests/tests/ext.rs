@@ -41,6 +41,9 @@ fn sched_consults_supports_op() {
             "supports_order_next_backend",
             "supports_order_skips_rejecting_next",
             "supports_view_ops_not_moved",
+            "supports_reused_split_same",
+            "supports_answers_change_resplit",
+            "supports_answers_change_back",
         ],
     );
 }

@@ -376,7 +376,7 @@ impl Sched {
             match self.next_supporting(a, node, &all_cpu) {
                 Some(b) => {
                     self.set(slot, b, Cause::Unsupported);
-                    self.st.reuse.moved.push((slot, a));
+                    self.st.reuse.moved.push(a);
                 }
                 None => fatal(
                     func,

@@ -11,7 +11,8 @@
 //!   copies and graph views are plain structs owned by the scheduler;
 //! - misuse aborts with a message naming the function and argument.
 //! - the graph's `src` pointers, redirected to the input copies during the
-//!   compute (as ggml-alloc needs), are restored afterwards.
+//!   compute (as ggml-alloc needs), are restored afterwards;
+//! - an unchanged graph reuses the last split (checked exactly, reuse.rs).
 
 mod assign;
 mod reuse;

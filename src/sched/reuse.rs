@@ -1,7 +1,7 @@
 //! Reusing the last split when the next graph is the same.
 //!
-//! Programs compute the same graph again and again (or rebuild an identical
-//! one in the same memory, as whisper.cpp does for every decoder step). The
+//! Programs compute the same graph again and again, or rebuild an identical
+//! one in a reused context buffer (so at the same addresses). The
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
 //! exact, not a fingerprint:
@@ -19,8 +19,7 @@
 //! as usual.
 
 use super::assign::{refresh_copy, Locator};
-use super::table::NO_BACKEND;
-use super::table::SlotInfo;
+use super::table::{SlotInfo, NO_BACKEND};
 use super::{Cause, Sched};
 use crate::ggml::{is_view_op, GraphRef, TensorRef};
 
@@ -31,9 +30,9 @@ pub(super) struct Facts {
     pub valid: bool,
     /// (slot, nbytes) of every size a decision compared.
     pub sizes: Vec<(u32, usize)>,
-    /// (node slot, backend that rejected it) of every node moved because
-    /// of supports_op.
-    pub moved: Vec<(u32, u16)>,
+    /// The backend that rejected each node moved because of supports_op,
+    /// in node order.
+    pub moved: Vec<u16>,
     /// Unassigned view nodes, accepted because their data was set.
     pub unassigned_views: Vec<u32>,
     /// Tensors first registered as a source or view source (not as a leaf
@@ -115,11 +114,11 @@ impl Sched {
 
     /// Whether `supports_op` answers for `node` (not a view op) as it did:
     /// the questions move_unsupported_nodes asked, derived from its results.
-    fn same_support<'a>(&self, node: TensorRef, info: SlotInfo, moved: &mut impl Iterator<Item = &'a (u32, u16)>, cpu: &[bool]) -> bool {
+    fn same_support<'a>(&self, node: TensorRef, info: SlotInfo, moved: &mut impl Iterator<Item = &'a u16>, cpu: &[bool]) -> bool {
         let SlotInfo { assign, cause, .. } = info;
         if cause == Cause::Unsupported {
             // Rejected by `from`, then the search ended at `assign`.
-            let Some(&(_, from)) = moved.next() else { return false };
+            let Some(&from) = moved.next() else { return false };
             !self.backends[from as usize].supports_op(node) && self.next_supporting(from, node, cpu) == Some(assign)
         } else if assign == NO_BACKEND || cause == Cause::FromConsumer || cpu[assign as usize] {
             true // nothing was asked (FromConsumer: it had no backend then)
