@@ -178,7 +178,8 @@ impl Sched {
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
-        self.pass3_and_4_split(func)?;
+        self.pass3_from_consumers();
+        self.pass4_split(func)?;
         self.view_splits(graph);
         Ok(())
     }
@@ -386,15 +387,29 @@ impl Sched {
         }
     }
 
-    /// Passes 3 and 4, in one walk over the nodes (pass 3 only ever assigns a
-    /// node's own unassigned sources, which pass 4 reads next, so the order of
-    /// effects is the original's):
-    /// 3. unassigned sources (leafs in practice) go where their first consumer
-    ///    is; a node still without a backend would crash the original later,
-    ///    we stop with a message instead;
-    /// 4. cut a split wherever the backend changes (view ops never cut), and
-    ///    redirect sources living elsewhere to copies on the split's backend.
-    fn pass3_and_4_split(&mut self, func: &str) -> Result<(), Full> {
+    /// Pass 3: unassigned sources (leafs in practice, but also earlier nodes
+    /// that nothing assigned) go where their consumer is, in node order: a
+    /// source takes the backend of the first consumer that has one.
+    fn pass3_from_consumers(&mut self) {
+        for i in 0..self.st.nodes.len() {
+            let a = self.assign(self.st.nodes[i].slot);
+            if a == NO_BACKEND {
+                continue; // the original assigns "no backend": nothing changes
+            }
+            for k in self.node_srcs(i) {
+                let sid = self.st.srcs[k];
+                if self.assign(sid) == NO_BACKEND {
+                    self.set(sid, a, Cause::FromConsumer);
+                }
+            }
+        }
+    }
+
+    /// Pass 4: cut a split wherever the backend changes (view ops never cut),
+    /// and redirect sources living elsewhere to copies on the split's
+    /// backend. A node still without a backend would crash the original
+    /// later; we stop with a message instead.
+    fn pass4_split(&mut self, func: &str) -> Result<(), Full> {
         let n = self.st.nodes.len();
         // The first split's backend: the first node that is not a view.
         let first = (0..n)
@@ -424,13 +439,6 @@ impl Sched {
                 }
                 self.st.reuse.unassigned_views.push(info.slot);
             }
-            let srcs = self.node_srcs(i);
-            for k in srcs.clone() {
-                let sid = self.st.srcs[k];
-                if self.assign(sid) == NO_BACKEND {
-                    self.set(sid, a, Cause::FromConsumer);
-                }
-            }
             if info.view_op() {
                 continue;
             }
@@ -442,7 +450,7 @@ impl Sched {
                 cur = a;
             }
             let split_no = self.st.splits.len() as u32;
-            for (j, k) in srcs.enumerate() {
+            for (j, k) in self.node_srcs(i).enumerate() {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == cur {
                     continue;
