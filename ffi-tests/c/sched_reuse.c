@@ -34,15 +34,6 @@ struct variant {
     int big_rows;             // rows of the CPU operand of the size-decided mul_mat (1 or 2)
 };
 
-static unsigned char g_mem[1 << 20];
-
-static struct wsp_ggml_context * fixed_ctx(void) {
-    struct wsp_ggml_init_params p = { sizeof(g_mem), g_mem, true };
-    struct wsp_ggml_context * ctx = wsp_ggml_init(p);
-    CHECK(ctx != NULL);
-    return ctx;
-}
-
 static struct wsp_ggml_tensor * build(struct wsp_ggml_context * ctx, struct wsp_ggml_cgraph * g,
                                       const struct weights * w, const struct variant * v, struct wsp_ggml_tensor * x) {
     struct wsp_ggml_tensor * h = wsp_ggml_mul_mat(ctx, w->w_tb, x);
@@ -77,7 +68,7 @@ static int step(wsp_ggml_backend_sched_t sched, const struct weights * w, const 
     struct lcg r = lcg_new(seed);
     su_fill(w->x, &r, 1.0f);
 
-    struct wsp_ggml_context * ctx = fixed_ctx();
+    struct wsp_ggml_context * ctx = su_fixed_ctx();
     struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
     struct wsp_ggml_tensor * out = build(ctx, g, w, v, w->x);
     printf("step %s: n_nodes=%d n_leafs=%d\n", what, g->n_nodes, g->n_leafs);
@@ -133,7 +124,7 @@ int main(void) {
     {
         // Measure a graph holding every variant at once, so that the compute
         // buffers are large enough whichever backend a step puts nodes on.
-        struct wsp_ggml_context * ctx = fixed_ctx();
+        struct wsp_ggml_context * ctx = su_fixed_ctx();
         struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
         for (int k = 0; k < 16; k++) {
             struct variant m = { k & 1, (k >> 1) & 1, (k >> 2) & 1, k & 1, (k & 8) ? 2 : 1 };

@@ -121,6 +121,18 @@ static SU_UNUSED struct wsp_ggml_context * su_graph_ctx(size_t n_tensors, size_t
     return ctx;
 }
 
+// A no-alloc context over one fixed memory block: the same build sequence
+// gives tensors at the same addresses every time (graphs "rebuilt" between
+// computes, as programs do with a reused context buffer).
+static unsigned char su_fixed_mem[1 << 20];
+
+static SU_UNUSED struct wsp_ggml_context * su_fixed_ctx(void) {
+    struct wsp_ggml_init_params p = { sizeof(su_fixed_mem), su_fixed_mem, true };
+    struct wsp_ggml_context * ctx = wsp_ggml_init(p);
+    CHECK(ctx != NULL);
+    return ctx;
+}
+
 // A context that allocates tensor data itself (for the plain-ggml ground truth).
 static SU_UNUSED struct wsp_ggml_context * su_host_ctx(size_t mem_size) {
     struct wsp_ggml_init_params p = {

@@ -77,3 +77,13 @@ fn sched_assignment_rules() {
 fn sched_graphs_rebuilt_at_the_same_addresses() {
     differential("sched_reuse.c", TB, &[]);
 }
+
+#[test]
+fn sched_graphs_that_look_alike_between_computes() {
+    differential("sched_reuse_more.c", TB, &[]);
+}
+
+#[test]
+fn sched_pass3_runs_before_the_split() {
+    differential("sched_pass3.c", TB, &[]);
+}

@@ -48,6 +48,7 @@ memcheck_tests! {
     memcheck_sched_measure => "sched_measure.c",
     memcheck_sched_rules => "sched_rules.c",
     memcheck_sched_reuse => "sched_reuse.c",
+    memcheck_sched_reuse_more => "sched_reuse_more.c",
     memcheck_sched_beyond => "sched_beyond.c",
 }
 
