@@ -173,8 +173,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
             n_splits: st.n_splits as c_int,
             n_copies: st.n_copies as c_int,
             bytes_copied: st.bytes_copied,
-            copy_us: st.copy_us,
-            compute_us: st.compute_us,
+            copy_us: st.copy_ns / 1000,
+            compute_us: st.compute_ns / 1000,
         };
         // SAFETY: non-NULL pointer to caller-owned storage (API contract).
         unsafe { stats.write(out) };

@@ -20,6 +20,7 @@ mod table;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
+use std::time::Instant;
 
 use crate::backend::{tensor_backend, BackendRef};
 use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
@@ -155,8 +156,13 @@ pub struct BackendStats {
     pub n_splits: u32,
     pub n_copies: u32,
     pub bytes_copied: usize,
-    pub copy_us: u64,
-    pub compute_us: u64,
+    /// Summed in nanoseconds (per-split microseconds would truncate).
+    pub copy_ns: u64,
+    pub compute_ns: u64,
+}
+
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 pub struct Sched {
@@ -425,22 +431,23 @@ impl Sched {
     fn compute_splits(&mut self, func: &str) {
         self.split_stats.clear();
         self.split_stats.resize(self.st.splits.len(), SplitStats::default());
+        // One clock read per phase boundary: a phase ends where the next begins.
+        let mut now = Instant::now();
         for k in 0..self.st.splits.len() {
             let split = self.st.splits[k].clone();
             let backend = self.backends[split.backend as usize];
-            let copy_start = std::time::Instant::now();
             let mut bytes = 0;
             for i in split.inputs.clone() {
                 bytes += self.copy_input(i, backend, func);
             }
+            let copied = Instant::now();
             let stats = &mut self.backend_stats[split.backend as usize];
             stats.n_splits += 1;
             stats.n_copies += split.inputs.len() as u32;
             stats.bytes_copied += bytes;
-            stats.copy_us += copy_start.elapsed().as_micros() as u64;
+            stats.copy_ns += nanos(copied - now);
             self.split_stats[k].bytes_copied = bytes;
 
-            let compute_start = std::time::Instant::now();
             let go_on = match self.eval_callback {
                 None => {
                     backend.graph_compute(&mut self.st.split_graphs[k]);
@@ -448,7 +455,8 @@ impl Sched {
                 }
                 Some((cb, user_data)) => self.compute_observed(k, backend, cb, user_data as *mut core::ffi::c_void),
             };
-            self.backend_stats[split.backend as usize].compute_us += compute_start.elapsed().as_micros() as u64;
+            now = Instant::now();
+            self.backend_stats[split.backend as usize].compute_ns += nanos(now - copied);
             if !go_on {
                 break;
             }
