@@ -20,6 +20,11 @@ struct Best {
     size: Option<usize>,
 }
 
+/// Reuses of one split in a row after which the table size is tuned to the
+/// graph (see `better_table_size`): a graph computed this often is likely
+/// computed many more times.
+const TUNE_AFTER: u32 = 4;
+
 /// Why a split starts over with another table.
 enum Retry {
     /// The table has no room left for this graph.
@@ -146,16 +151,24 @@ impl Sched {
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) {
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
-        if self.user.is_empty() && self.still_valid(graph) {
+        let same = self.user.is_empty() && self.still_valid(graph);
+        let exact = if same { self.better_table_size() } else { None };
+        if same && exact.is_none() {
             self.reuse_split(graph);
         } else {
             // Room for the leafs, the nodes, and as many other tensors
-            // (sources outside the graph, input copies) as the last split had.
+            // (sources outside the graph, input copies) as the last split
+            // had; exactly as many when the same graph moves to a better
+            // table size.
             let listed = graph.n_nodes() + graph.n_leafs();
-            let mut expected = listed + self.st.others.max(listed / 32) + 16;
+            let mut expected = match exact {
+                Some(_) => self.st.table.len(),
+                None => listed + self.st.others.max(listed / 32) + 16,
+            };
             let mut avoid = 0; // a crowded table size
             for attempt in 0.. {
-                match self.try_split(graph, expected, avoid, attempt < 4, func) {
+                let exact = exact.filter(|_| attempt == 0);
+                match self.try_split(graph, expected, avoid, exact, attempt < 4, func) {
                     Ok(()) => break,
                     Err(Retry::Full) => expected += expected / 4,
                     Err(Retry::Crowded) => avoid = self.st.table.size(),
@@ -164,14 +177,29 @@ impl Sched {
             }
             self.st.others = self.st.table.len().saturating_sub(listed);
             self.st.reuse.valid = self.user.is_empty();
+            // A graph that moved to a better size is not tuned again.
+            self.st.reuses = if exact.is_some() { TUNE_AFTER + 1 } else { 0 };
         }
         if self.debug {
             self.print_assignments(graph);
         }
     }
 
-    fn try_split(&mut self, graph: GraphRef, expected: usize, avoid: usize, picky: bool, func: &str) -> Result<(), Retry> {
-        self.index_graph(graph, expected, avoid)?;
+    /// For a graph computed again and again: a table size at which ggml-alloc
+    /// probes less for this graph's addresses (each probe step is one more
+    /// division in `wsp_ggml_hash_find`, for every one of its several
+    /// look-ups per tensor). Asked once, at the TUNE_AFTER-th reuse in a row
+    /// of a split; the caller then splits again at that size, once.
+    fn better_table_size(&mut self) -> Option<usize> {
+        self.st.reuses = self.st.reuses.saturating_add(1);
+        if self.st.reuses != TUNE_AFTER || !self.st.table.could_be_tighter() {
+            return None;
+        }
+        self.st.table.better_size()
+    }
+
+    fn try_split(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>, picky: bool, func: &str) -> Result<(), Retry> {
+        self.index_graph(graph, expected, avoid, exact)?;
         if picky && self.st.table.crowded() {
             return Err(Retry::Crowded);
         }
@@ -185,9 +213,9 @@ impl Sched {
     }
 
     /// Clear the tables and register every leaf, node, source and view source.
-    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize) -> Result<(), Full> {
+    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>) -> Result<(), Full> {
         let st = &mut self.st;
-        st.table.reset(expected, avoid);
+        st.table.reset(expected, avoid, exact);
         st.reuse.clear();
         st.leafs.clear();
         st.nodes.clear();

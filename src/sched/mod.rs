@@ -139,6 +139,8 @@ struct State {
     /// What the last split read besides the graph's structure and the
     /// tensors' locations, to check it still holds (see reuse.rs).
     reuse: reuse::Facts,
+    /// Computes in a row that reused the last split (saturating).
+    reuses: u32,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -390,12 +392,12 @@ impl Sched {
     fn alloc_splits(&mut self) {
         let st = &mut self.st;
         if st.talloc_from != self.tallocs {
-            // New split, or new allocators (measure -> compute): refill.
-            st.talloc.clear();
-            st.talloc.extend(st.table.info.iter().map(|info| match info.assign {
+            // New split, or new allocators (measure -> compute): refill, at
+            // exactly the table's size (extending could double the capacity).
+            st.talloc = st.table.info.iter().map(|info| match info.assign {
                 table::NO_BACKEND => std::ptr::null_mut(),
                 a => self.tallocs[a as usize],
-            }));
+            }).collect();
             st.talloc_from.clone_from(&self.tallocs);
         }
         // The graph for ggml-alloc: each split's input copies, then its nodes

@@ -61,13 +61,15 @@ pub(super) struct Table {
 
 impl Table {
     /// Empty the table, with room for `expected` tensors and more than
-    /// `size` slots (0, or a size that was crowded).
-    pub fn reset(&mut self, expected: usize, size: usize) {
+    /// `size` slots (0, or a size that was crowded), or exactly `exact`
+    /// slots if that leaves room for `expected`.
+    pub fn reset(&mut self, expected: usize, size: usize, exact: Option<usize>) {
         let want = (expected + expected / 3 + 17).max(size + 1);
-        if self.keys.len() < want || self.keys.len() > 2 * want {
+        let exact = exact.filter(|&n| n / 4 * 3 >= expected && n != self.keys.len());
+        if exact.is_some() || self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
-            let size = (want..).find(|&n| is_prime(n)).expect("primes are unbounded");
+            let size = exact.unwrap_or_else(|| next_prime(want));
             self.keys = vec![std::ptr::null_mut(); size];
             self.info = vec![SlotInfo::EMPTY; size];
         } else {
@@ -149,6 +151,45 @@ impl Table {
         self.steps > self.len / 2
     }
 
+    /// Whether keys sit noticeably far from their home slots (more than
+    /// one step in eight on average), so that another size may pay off for
+    /// a graph that is computed again and again.
+    pub fn could_be_tighter(&self) -> bool {
+        self.steps > self.len / 8
+    }
+
+    /// A table size (prime) at which the current keys would sit much closer
+    /// to their home slots: at most half the current total distance, and
+    /// the smallest total found. Tries every prime from the smallest size
+    /// that holds the keys (load <= 3/4) up to 8 % above the current size
+    /// (the table's memory: a few KiB at 2048 nodes); a size is dropped as
+    /// soon as its distance passes the best so far, and the whole search
+    /// stops after as many probes as 32 full simulations would make.
+    ///
+    /// Linear probing's total distance does not depend on the order of
+    /// insertion, so simulating the keys in table order predicts exactly what
+    /// registering the same graph again gives.
+    pub fn better_size(&self) -> Option<usize> {
+        let keys: Vec<u64> = self.keys.iter().filter(|k| !k.is_null()).map(|&k| k as u64).collect();
+        let lo = self.len + self.len.div_ceil(3);
+        let hi = self.keys.len() + self.keys.len() / 12;
+        let mut best = (self.steps / 2, None);
+        let mut budget = 32 * keys.len();
+        let mut occupied = Vec::new();
+        let mut size = next_prime(lo.max(3));
+        while size <= hi && best.0 > self.len / 64 && budget > 0 {
+            if size != self.keys.len() {
+                let (steps, probes) = displacement(&keys, size, best.0, &mut occupied);
+                budget = budget.saturating_sub(probes);
+                if let Some(steps) = steps {
+                    best = (steps, Some(size));
+                }
+            }
+            size = next_prime(size + 1);
+        }
+        best.1
+    }
+
     /// Number of slots.
     pub fn size(&self) -> usize {
         self.keys.len()
@@ -203,6 +244,34 @@ impl FastMod {
     }
 }
 
+/// Total distance from their home slots of `keys` inserted by linear probing
+/// into `size` slots, if below `bound`; and the number of keys placed.
+fn displacement(keys: &[u64], size: usize, bound: usize, occupied: &mut Vec<u64>) -> (Option<usize>, usize) {
+    occupied.clear();
+    occupied.resize(size.div_ceil(64), 0);
+    let modulo = FastMod::new(size as u64);
+    let mut steps = 0;
+    for (n, &k) in keys.iter().enumerate() {
+        let mut i = modulo.rem(k) as usize;
+        while occupied[i / 64] & (1 << (i % 64)) != 0 {
+            i += 1;
+            steps += 1;
+            if i == size {
+                i = 0;
+            }
+        }
+        if steps >= bound {
+            return (None, n + 1);
+        }
+        occupied[i / 64] |= 1 << (i % 64);
+    }
+    (Some(steps), keys.len())
+}
+
+fn next_prime(n: usize) -> usize {
+    (n..).find(|&n| is_prime(n)).expect("primes are unbounded")
+}
+
 fn is_prime(n: usize) -> bool {
     n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
 }
@@ -219,7 +288,7 @@ mod tests {
     fn insert_find_and_full() {
         let mut ts = tensors(200);
         let mut t = Table::default();
-        t.reset(10, 0);
+        t.reset(10, 0, None);
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
@@ -243,7 +312,7 @@ mod tests {
         }
         assert_eq!(t.find(TensorRef::new(&mut ts[n]).unwrap().as_ptr()), None);
         assert_eq!(t.slots().count(), n);
-        t.reset(10, 0);
+        t.reset(10, 0, None);
         assert_eq!(t.slots().count(), 0);
     }
 
@@ -276,19 +345,55 @@ mod tests {
         // never dereferenced: the table only hashes and compares addresses
         let fake = |a: usize| TensorRef::new(a as *mut wsp_ggml_tensor).unwrap();
         let mut t = Table::default();
-        t.reset(100, 0);
+        t.reset(100, 0, None);
         let size = t.keys().len();
         for k in 1..=50 {
             t.insert(fake(k * 16)).unwrap(); // distinct home slots
         }
         assert!(!t.crowded());
-        t.reset(100, 0);
+        t.reset(100, 0, None);
         for k in 1..=50 {
             t.insert(fake(k * size)).unwrap(); // one home slot for all
         }
         assert!(t.crowded());
-        t.reset(100, size);
+        t.reset(100, size, None);
         assert!(t.keys().len() > size, "another size when asked");
+    }
+
+    #[test]
+    fn a_better_size_is_predicted_exactly() {
+        // never dereferenced: the table only hashes and compares addresses
+        let fake = |a: usize| TensorRef::new(a as *mut wsp_ggml_tensor).unwrap();
+        // two "contexts" of 300 tensors at one stride, whose home slots
+        // overlap in the first table
+        let mut keys: Vec<usize> = (0..300).map(|i| 0x10_0000 + 368 * i).collect();
+        let mut t = Table::default();
+        t.reset(600, 0, None);
+        let size = t.size();
+        keys.extend((0..300).map(|i| 0x10_0000 + 368 * i + size * 1000 + 1));
+        for &k in &keys {
+            t.insert(fake(k)).unwrap();
+        }
+        assert!(t.could_be_tighter(), "{} steps for {} keys", t.steps, t.len());
+        let better = t.better_size().expect("a size with half the distance");
+        assert!(is_prime(better) && better / 4 * 3 >= keys.len() && better <= size + size / 12);
+        let mut occupied = Vec::new();
+        let (predicted, _) = displacement(&keys.iter().map(|&k| k as u64).collect::<Vec<_>>(), better, usize::MAX, &mut occupied);
+        let predicted = predicted.unwrap();
+        assert!(predicted * 2 <= t.steps);
+
+        // The same keys in another order, in a table of exactly that size.
+        let before = t.steps;
+        t.reset(keys.len(), 0, Some(better));
+        assert_eq!(t.size(), better);
+        for &k in keys.iter().rev() {
+            t.insert(fake(k)).unwrap();
+        }
+        assert_eq!(t.steps, predicted, "distance does not depend on the order of insertion");
+        assert!(t.steps * 2 <= before);
+        // An exact size too small for the keys is not taken.
+        t.reset(keys.len(), 0, Some(keys.len()));
+        assert!(t.size() / 4 * 3 >= keys.len());
     }
 
     #[test]
