@@ -279,7 +279,7 @@ impl Sched {
         for s in table.slots().filter(|&s| table.tensor(s).data().is_null()) {
             placed[s as usize / 64] |= 1 << (s % 64);
         }
-        self.alloc_splits();
+        self.alloc_splits(graph);
         let table = &self.st.table;
         for s in table.slots().filter(|&s| placed[s as usize / 64] & (1 << (s % 64)) != 0) {
             table.tensor(s).clear_allocation();
@@ -373,7 +373,7 @@ impl Sched {
         let func = "wsp_ggml_backend_sched_graph_compute";
         check(self.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
         self.split_graph(graph, func);
-        self.alloc_splits();
+        self.alloc_splits(graph);
         self.compute_splits(func);
         self.finish();
     }
@@ -389,7 +389,7 @@ impl Sched {
     }
 
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
-    fn alloc_splits(&mut self) {
+    fn alloc_splits(&mut self, graph: GraphRef) {
         let st = &mut self.st;
         if st.talloc_from != self.tallocs {
             // New split, or new allocators (measure -> compute): refill, at
@@ -401,13 +401,15 @@ impl Sched {
             st.talloc_from.clone_from(&self.tallocs);
         }
         // The graph for ggml-alloc: each split's input copies, then its nodes
-        // (only needed for this call).
+        // (only needed for this call), straight from the graph that was just
+        // split or checked (node i is in slot st.nodes[i].slot).
+        let graph_nodes = graph.node_ptrs();
         let mut nodes = Vec::with_capacity(st.nodes.len() + st.inputs.len());
         for split in &st.splits {
             for &(_, copy) in &st.inputs[split.inputs.clone()] {
                 nodes.push(&mut *st.copies[copy as usize] as *mut wsp_ggml_tensor);
             }
-            nodes.extend(st.nodes[split.i_start..split.i_end].iter().map(|n| st.table.key(n.slot as usize)));
+            nodes.extend_from_slice(&graph_nodes[split.i_start..split.i_end]);
         }
         let n = nodes.len() as i32;
         let mut graph = wsp_ggml_cgraph {

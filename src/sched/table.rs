@@ -138,12 +138,6 @@ impl Table {
         TensorRef::new(self.keys[slot as usize]).expect("slot is registered")
     }
 
-    /// The raw key of a slot (NULL if free).
-    #[inline]
-    pub fn key(&self, slot: usize) -> *mut wsp_ggml_tensor {
-        self.keys[slot]
-    }
-
     /// Whether keys sit far from their home slots (more than one step in
     /// two on average): addresses at a constant stride can pile up for some
     /// table sizes, and another size spreads them.
