@@ -87,3 +87,8 @@ fn sched_graphs_that_look_alike_between_computes() {
 fn sched_pass3_runs_before_the_split() {
     differential("sched_pass3.c", TB, &[]);
 }
+
+#[test]
+fn sched_source_outside_the_lists_changes_its_view_source() {
+    differential("sched_unlisted_view.c", TB, &[]);
+}

@@ -67,7 +67,7 @@ impl Sched {
         let loc = locate(&self.backends, t);
         self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset };
         if !listed {
-            self.st.reuse.unlisted.push(slot);
+            self.st.reuse.unlisted.push((slot, t.get().view_src));
         }
     }
 

@@ -7,7 +7,8 @@
 //! exact, not a fingerprint:
 //! - the graph's leafs and nodes, in order, at the same addresses;
 //! - each node's sources (up to the first NULL), view source and whether it
-//!   is a view op; each leaf's view source;
+//!   is a view op; the view source of each leaf and of each other tensor
+//!   registered (a source or view source outside the graph's lists);
 //! - the location (backend of the buffer) of every registered tensor;
 //! - the size of every tensor whose size a decision compared;
 //! - every `supports_op` answer a decision used (asked again, in the same order);
@@ -21,7 +22,7 @@
 use super::assign::{refresh_copy, Locator};
 use super::table::{SlotInfo, NO_BACKEND};
 use super::{Cause, Sched};
-use crate::ggml::{is_view_op, GraphRef, TensorRef};
+use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
 
 /// What a split read besides the graph's structure and the tensors' locations.
 #[derive(Default)]
@@ -36,8 +37,8 @@ pub(super) struct Facts {
     /// Unassigned view nodes, accepted because their data was set.
     pub unassigned_views: Vec<u32>,
     /// Tensors first registered as a source or view source (not as a leaf
-    /// or node): their locations are checked on their own.
-    pub unlisted: Vec<u32>,
+    /// or node), with their view source: checked on their own.
+    pub unlisted: Vec<(u32, *mut wsp_ggml_tensor)>,
 }
 
 impl Facts {
@@ -102,7 +103,12 @@ impl Sched {
         }
         // Sources and view sources that are neither leafs nor nodes (input
         // copies are not among them: they are ours, allocated by every compute).
-        if !st.reuse.unlisted.iter().all(|&slot| same_loc(st.table.tensor(slot), slot)) {
+        // Their view sources too: ggml-alloc looks those up, and a new one
+        // would be inserted into our table behind our back.
+        if !st.reuse.unlisted.iter().all(|&(slot, vsrc)| {
+            let t = st.table.tensor(slot);
+            t.get().view_src == vsrc && same_loc(t, slot)
+        }) {
             return false;
         }
         let table = &st.table;
