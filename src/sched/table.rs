@@ -53,9 +53,9 @@ pub(super) struct Table {
     steps: usize,
     /// `address % size` without a division (ggml divides at every probe).
     modulo: FastMod,
-    /// Most keys before `insert` reports `Full`: half the slots. ggml's
-    /// probes divide (`%`) at every step, and ggml-alloc probes each tensor
-    /// several times, so short probes matter more than the table's size.
+    /// Most keys before `insert` reports `Full`: three quarters of the
+    /// slots (a quarter stays free, so probes stay short and ggml-alloc
+    /// always finds room for a key it inserts).
     limit: usize,
 }
 
@@ -153,12 +153,14 @@ impl Table {
     }
 
     /// A table size (prime) at which the current keys would sit much closer
-    /// to their home slots: at most half the current total distance, and
-    /// the smallest total found. Tries every prime from the smallest size
-    /// that holds the keys (load <= 3/4) up to 8 % above the current size
-    /// (the table's memory: a few KiB at 2048 nodes); a size is dropped as
-    /// soon as its distance passes the best so far, and the whole search
-    /// stops after as many probes as 32 full simulations would make.
+    /// to their home slots: at most 3/4 of the current total distance, and
+    /// the smallest total found. Tries the primes from 6 % above the current
+    /// size (the table's memory: a few KiB at 2048 nodes) down to the
+    /// smallest size that holds the keys at load 3/4 (largest first: lower
+    /// loads more often spread a graph's addresses well, and a good size
+    /// found early cuts the others short); a size is dropped as soon as its
+    /// distance passes the best so far, and the whole search stops after as
+    /// many probes as 32 full simulations would make (about one compute).
     ///
     /// Linear probing's total distance does not depend on the order of
     /// insertion, so simulating the keys in table order predicts exactly what
@@ -166,12 +168,12 @@ impl Table {
     pub fn better_size(&self) -> Option<usize> {
         let keys: Vec<u64> = self.keys.iter().filter(|k| !k.is_null()).map(|&k| k as u64).collect();
         let lo = self.len + self.len.div_ceil(3);
-        let hi = self.keys.len() + self.keys.len() / 12;
-        let mut best = (self.steps / 2, None);
+        let hi = self.keys.len() + self.keys.len() / 16;
+        let mut best = (self.steps / 4 * 3, None);
         let mut budget = 32 * keys.len();
         let mut occupied = Vec::new();
-        let mut size = next_prime(lo.max(3));
-        while size <= hi && best.0 > self.len / 64 && budget > 0 {
+        let mut size = prev_prime(hi);
+        while size >= lo && best.0 > self.len / 64 && budget > 0 {
             if size != self.keys.len() {
                 let (steps, probes) = displacement(&keys, size, best.0, &mut occupied);
                 budget = budget.saturating_sub(probes);
@@ -179,7 +181,7 @@ impl Table {
                     best = (steps, Some(size));
                 }
             }
-            size = next_prime(size + 1);
+            size = prev_prime(size - 1);
         }
         best.1
     }
@@ -260,6 +262,11 @@ fn displacement(keys: &[u64], size: usize, bound: usize, occupied: &mut Vec<u64>
         occupied[i / 64] |= 1 << (i % 64);
     }
     (Some(steps), keys.len())
+}
+
+/// The largest prime <= n (2 for smaller n).
+fn prev_prime(n: usize) -> usize {
+    (2..=n.max(2)).rev().find(|&n| is_prime(n)).unwrap_or(2)
 }
 
 fn next_prime(n: usize) -> usize {
@@ -369,12 +376,12 @@ mod tests {
             t.insert(fake(k)).unwrap();
         }
         assert!(t.could_be_tighter(), "{} steps for {} keys", t.steps, t.len());
-        let better = t.better_size().expect("a size with half the distance");
-        assert!(is_prime(better) && better / 4 * 3 >= keys.len() && better <= size + size / 12);
+        let better = t.better_size().expect("a size with 3/4 of the distance");
+        assert!(is_prime(better) && better / 4 * 3 >= keys.len() && better <= size + size / 16);
         let mut occupied = Vec::new();
         let (predicted, _) = displacement(&keys.iter().map(|&k| k as u64).collect::<Vec<_>>(), better, usize::MAX, &mut occupied);
         let predicted = predicted.unwrap();
-        assert!(predicted * 2 <= t.steps);
+        assert!(predicted * 4 <= t.steps * 3);
 
         // The same keys in another order, in a table of exactly that size.
         let before = t.steps;
@@ -384,7 +391,7 @@ mod tests {
             t.insert(fake(k)).unwrap();
         }
         assert_eq!(t.steps, predicted, "distance does not depend on the order of insertion");
-        assert!(t.steps * 2 <= before);
+        assert!(t.steps * 4 <= before * 3);
         // An exact size too small for the keys is not taken.
         t.reset(keys.len(), 0, Some(keys.len()));
         assert!(t.size() / 4 * 3 >= keys.len());
