@@ -21,6 +21,8 @@ static const char * const CASES[] = {
     "n_backends_zero",
     "n_backends_negative",
     "null_backends_array",
+    "source_without_memory_assigned_late",
+    "node_rejected_where_its_consumer_runs",
 };
 #define N_CASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
@@ -160,6 +162,47 @@ static int run_case(const char * name) {
         announce(name);
         wsp_ggml_backend_sched_t s = wsp_ggml_backend_sched_new(NULL, 2);
         fprintf(stderr, "returned %s\n", s == NULL ? "NULL" : "non-NULL");
+    } else if (strcmp(name, "source_without_memory_assigned_late") == 0) {
+        // n0 = gelu(l) gets the CPU only in pass 3, from n1 = add(n0, x),
+        // after pass 3 has passed it: the leaf l (no buffer, no data) never
+        // gets a backend, and a copy of it would be allocated from nothing
+        // (the original crashes in ggml-alloc).
+        env_sched_measured(&e);
+        struct wsp_ggml_context * ctx = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
+        struct wsp_ggml_tensor * l = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, N, 2);
+        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+        wsp_ggml_build_forward_expand(g, wsp_ggml_add(ctx, wsp_ggml_gelu(ctx, l), e.x));
+        announce(name);
+        wsp_ggml_backend_sched_graph_compute(e.sched, g);
+    } else if (strcmp(name, "node_rejected_where_its_consumer_runs") == 0) {
+        // n0 = gelu(host) gets MIS_REJ only in pass 3, from its consumer;
+        // MIS_REJ rejects unary ops and n0 has nowhere else to go.
+        struct test_backend_options o;
+        memset(&o, 0, sizeof(o));
+        int rejected[] = { WSP_GGML_OP_UNARY, -1 };
+        o.name = "MIS_REJ";
+        o.alignment = 32;
+        o.has_buffer_hooks = true;
+        o.rejected_ops = rejected;
+        wsp_ggml_backend_t rej = test_backend_new(&o);
+        CHECK(rej != NULL);
+        struct su_store st_rej;
+        su_store_init(&st_rej, rej, 1 << 14);
+        struct wsp_ggml_context * wctx = make_ctx(1, false, true, 0);
+        struct wsp_ggml_tensor * xr = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, 2);
+        struct lcg r = lcg_new(2);
+        su_store_put(&st_rej, xr, &r, 1.0f);
+        struct wsp_ggml_context * hctx = su_host_ctx(1 << 16);
+        struct wsp_ggml_tensor * host = wsp_ggml_new_tensor_2d(hctx, WSP_GGML_TYPE_F32, N, 2);
+        su_fill_host(host, &r, 1.0f);
+        wsp_ggml_backend_t backends[2] = { rej, e.cpu };
+        e.sched = wsp_ggml_backend_sched_new(backends, 2);
+        struct wsp_ggml_context * ctx = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
+        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+        struct wsp_ggml_tensor * n0 = wsp_ggml_gelu(ctx, host);
+        wsp_ggml_build_forward_expand(g, wsp_ggml_add(ctx, n0, wsp_ggml_add(ctx, host, xr)));
+        announce(name);
+        wsp_ggml_backend_sched_init_measure(e.sched, g);
     } else {
         fprintf(stderr, "unknown case %s\n", name);
         return 2;

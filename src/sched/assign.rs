@@ -199,7 +199,7 @@ impl Sched {
     }
 
     fn try_split(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>, picky: bool, func: &str) -> Result<(), Retry> {
-        self.index_graph(graph, expected, avoid, exact)?;
+        self.index_graph(graph, expected, avoid, exact, func)?;
         if picky && self.st.table.crowded() {
             return Err(Retry::Crowded);
         }
@@ -207,13 +207,14 @@ impl Sched {
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
         self.pass3_from_consumers();
+        self.check_pass3_nodes(func);
         self.pass4_split(func)?;
         self.view_splits(graph);
         Ok(())
     }
 
     /// Clear the tables and register every leaf, node, source and view source.
-    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>) -> Result<(), Full> {
+    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
         st.table.reset(expected, avoid, exact);
         st.reuse.clear();
@@ -230,6 +231,12 @@ impl Sched {
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
 
+        if let Some(i) = graph.leaf_ptrs().iter().position(|p| p.is_null()) {
+            fatal(func, &format!("graph leaf {i} is NULL"));
+        }
+        if let Some(i) = graph.node_ptrs().iter().position(|p| p.is_null()) {
+            fatal(func, &format!("graph node {i} is NULL"));
+        }
         for leaf in graph.leafs() {
             let slot = self.register(leaf, true)?;
             let vsrc = match leaf.view_src() {
@@ -433,6 +440,37 @@ impl Sched {
         }
     }
 
+    /// A node that only pass 3 gave a backend (its consumer's) must be
+    /// supported there: it was not placed when unsupported nodes moved, and
+    /// it has nowhere else to go without its sources, so a rejection is an
+    /// error (the original would run it there anyway).
+    fn check_pass3_nodes(&mut self, func: &str) {
+        let cpu = self.cpu_backends();
+        if cpu.iter().all(|&c| c) {
+            return;
+        }
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { slot, .. } = self.st.nodes[i];
+            let SlotInfo { assign: a, cause, .. } = self.st.table.info[slot as usize];
+            if cause != Cause::FromConsumer || self.st.nodes[i].view_op() || cpu[a as usize] {
+                continue;
+            }
+            let node = self.node(i);
+            if !self.backends[a as usize].supports_op(node) {
+                fatal(
+                    func,
+                    &format!(
+                        "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
+                         support it (pre-allocate its inputs, or assign it with set_node_backend)",
+                        node.name_lossy(),
+                        ggml::op_name(node.op()),
+                        self.backends[a as usize].name_lossy()
+                    ),
+                );
+            }
+        }
+    }
+
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
     /// and redirect sources living elsewhere to copies on the split's
     /// backend. A node still without a backend would crash the original
@@ -482,6 +520,23 @@ impl Sched {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == cur {
                     continue;
+                }
+                if self.assign(sid) == NO_BACKEND {
+                    // Its copy would be made from nothing (the original
+                    // crashes in ggml-alloc); with data, copy_input checks it.
+                    let src = self.tensor(sid);
+                    if src.data().is_null() {
+                        fatal(
+                            func,
+                            &format!(
+                                "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
+                                 (pre-allocate the graph's inputs or weights)",
+                                src.name_lossy(),
+                                self.node(i).name_lossy()
+                            ),
+                        );
+                    }
+                    self.st.reuse.unassigned_views.push(sid);
                 }
                 let copy = self.copy_for(sid, cur)?;
                 let of = &mut self.st.copy_of[copy as usize];

@@ -449,7 +449,9 @@ impl Sched {
             stats.n_splits += 1;
             stats.n_copies += split.inputs.len() as u32;
             stats.bytes_copied += bytes;
-            stats.copy_ns += nanos(copied - now);
+            if !split.inputs.is_empty() {
+                stats.copy_ns += nanos(copied - now);
+            }
             self.split_stats[k].bytes_copied = bytes;
 
             let go_on = match self.eval_callback {

@@ -12,7 +12,7 @@
 //! - the location (backend of the buffer) of every registered tensor;
 //! - the size of every tensor whose size a decision compared;
 //! - every `supports_op` answer a decision used (asked again, in the same order);
-//! - the data of unassigned views (the only other field a pass reads);
+//! - the data of unassigned views and sources (the only other field a pass reads);
 //! - no `set_node_backend` assignment, now or for the split being reused.
 //!
 //! A reuse still redoes everything downstream: input copies are reset and
@@ -34,7 +34,7 @@ pub(super) struct Facts {
     /// The backend that rejected each node moved because of supports_op,
     /// in node order.
     pub moved: Vec<u16>,
-    /// Unassigned view nodes, accepted because their data was set.
+    /// Unassigned view nodes and sources, accepted because their data was set.
     pub unassigned_views: Vec<u32>,
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node), with their view source: checked on their own.
@@ -126,8 +126,8 @@ impl Sched {
             // Rejected by `from`, then the search ended at `assign`.
             let Some(&from) = moved.next() else { return false };
             !self.backends[from as usize].supports_op(node) && self.next_supporting(from, node, cpu) == Some(assign)
-        } else if assign == NO_BACKEND || cause == Cause::FromConsumer || cpu[assign as usize] {
-            true // nothing was asked (FromConsumer: it had no backend then)
+        } else if assign == NO_BACKEND || cpu[assign as usize] {
+            true // nothing was asked
         } else {
             // asked about the backend it stayed on
             self.backends[assign as usize].supports_op(node)

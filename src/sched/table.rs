@@ -65,7 +65,7 @@ impl Table {
     /// slots if that leaves room for `expected`.
     pub fn reset(&mut self, expected: usize, size: usize, exact: Option<usize>) {
         let want = (expected + expected / 3 + 17).max(size + 1);
-        let exact = exact.filter(|&n| n / 4 * 3 >= expected && n != self.keys.len());
+        let exact = exact.filter(|&n| n >= holds_from(expected) && n != self.keys.len());
         if exact.is_some() || self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
@@ -78,7 +78,7 @@ impl Table {
         }
         self.len = 0;
         self.steps = 0;
-        self.limit = self.keys.len() / 4 * 3;
+        self.limit = limit(self.keys.len());
         self.modulo = FastMod::new(self.keys.len() as u64);
     }
 
@@ -167,7 +167,7 @@ impl Table {
     /// registering the same graph again gives.
     pub fn better_size(&self) -> Option<usize> {
         let keys: Vec<u64> = self.keys.iter().filter(|k| !k.is_null()).map(|&k| k as u64).collect();
-        let lo = self.len + self.len.div_ceil(3);
+        let lo = holds_from(keys.len());
         let hi = self.keys.len() + self.keys.len() / 16;
         let mut best = (self.steps / 4 * 3, None);
         let mut budget = 32 * keys.len();
@@ -262,6 +262,16 @@ fn displacement(keys: &[u64], size: usize, bound: usize, occupied: &mut Vec<u64>
         occupied[i / 64] |= 1 << (i % 64);
     }
     (Some(steps), keys.len())
+}
+
+/// Most keys a table of `size` slots takes (three quarters).
+fn limit(size: usize) -> usize {
+    size / 4 * 3
+}
+
+/// The smallest table size that takes `n` keys.
+fn holds_from(n: usize) -> usize {
+    n.div_ceil(3) * 4
 }
 
 /// The largest prime <= n (2 for smaller n).
@@ -377,7 +387,7 @@ mod tests {
         }
         assert!(t.could_be_tighter(), "{} steps for {} keys", t.steps, t.len());
         let better = t.better_size().expect("a size with 3/4 of the distance");
-        assert!(is_prime(better) && better / 4 * 3 >= keys.len() && better <= size + size / 16);
+        assert!(is_prime(better) && limit(better) >= keys.len() && better <= size + size / 16);
         let mut occupied = Vec::new();
         let (predicted, _) = displacement(&keys.iter().map(|&k| k as u64).collect::<Vec<_>>(), better, usize::MAX, &mut occupied);
         let predicted = predicted.unwrap();
@@ -394,7 +404,7 @@ mod tests {
         assert!(t.steps * 4 <= before * 3);
         // An exact size too small for the keys is not taken.
         t.reset(keys.len(), 0, Some(keys.len()));
-        assert!(t.size() / 4 * 3 >= keys.len());
+        assert!(limit(t.size()) >= keys.len());
     }
 
     #[test]
