@@ -207,7 +207,6 @@ impl Sched {
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
         self.pass3_from_consumers();
-        self.check_pass3_nodes(func);
         self.pass4_split(func)?;
         self.view_splits(graph);
         Ok(())
@@ -443,31 +442,21 @@ impl Sched {
     /// A node that only pass 3 gave a backend (its consumer's) must be
     /// supported there: it was not placed when unsupported nodes moved, and
     /// it has nowhere else to go without its sources, so a rejection is an
-    /// error (the original would run it there anyway).
-    fn check_pass3_nodes(&mut self, func: &str) {
-        let cpu = self.cpu_backends();
-        if cpu.iter().all(|&c| c) {
-            return;
-        }
-        for i in 0..self.st.nodes.len() {
-            let NodeInfo { slot, .. } = self.st.nodes[i];
-            let SlotInfo { assign: a, cause, .. } = self.st.table.info[slot as usize];
-            if cause != Cause::FromConsumer || self.st.nodes[i].view_op() || cpu[a as usize] {
-                continue;
-            }
-            let node = self.node(i);
-            if !self.backends[a as usize].supports_op(node) {
-                fatal(
-                    func,
-                    &format!(
-                        "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
-                         support it (pre-allocate its inputs, or assign it with set_node_backend)",
-                        node.name_lossy(),
-                        ggml::op_name(node.op()),
-                        self.backends[a as usize].name_lossy()
-                    ),
-                );
-            }
+    /// error (the original would run it there anyway). Asked from pass 4's
+    /// walk, which reads each node's slot anyway.
+    fn check_assigned_by_pass3(&self, i: usize, a: u16, func: &str) {
+        let (node, backend) = (self.node(i), self.backends[a as usize]);
+        if !crate::cpu::is_cpu(backend) && !backend.supports_op(node) {
+            fatal(
+                func,
+                &format!(
+                    "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
+                     support it (pre-allocate its inputs, or assign it with set_node_backend)",
+                    node.name_lossy(),
+                    ggml::op_name(node.op()),
+                    backend.name_lossy()
+                ),
+            );
         }
     }
 
@@ -507,6 +496,9 @@ impl Sched {
             }
             if info.view_op() {
                 continue;
+            }
+            if self.st.table.info[info.slot as usize].cause == Cause::FromConsumer {
+                self.check_assigned_by_pass3(i, a, func);
             }
             if a != cur {
                 let k = self.st.splits.len();
