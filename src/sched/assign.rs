@@ -230,13 +230,10 @@ impl Sched {
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
 
-        if let Some(i) = graph.leaf_ptrs().iter().position(|p| p.is_null()) {
-            fatal(func, &format!("graph leaf {i} is NULL"));
-        }
-        if let Some(i) = graph.node_ptrs().iter().position(|p| p.is_null()) {
-            fatal(func, &format!("graph node {i} is NULL"));
-        }
-        for leaf in graph.leafs() {
+        // (A NULL entry would put the splits' views of the node array out of
+        // step with our node list.)
+        for (i, &leaf) in graph.leaf_ptrs().iter().enumerate() {
+            let leaf = TensorRef::new(leaf).unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
             let slot = self.register(leaf, true)?;
             let vsrc = match leaf.view_src() {
                 Some(v) => self.register(v, false)?,
@@ -244,7 +241,8 @@ impl Sched {
             };
             self.st.leafs.push([slot, vsrc]);
         }
-        for node in graph.nodes() {
+        for (i, &node) in graph.node_ptrs().iter().enumerate() {
+            let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
             let slot = self.register(node, true)?;
             for (_, src) in node.srcs() {
                 let s = self.register(src, false)?;
