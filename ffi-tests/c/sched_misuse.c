@@ -23,6 +23,7 @@ static const char * const CASES[] = {
     "null_backends_array",
     "source_without_memory_assigned_late",
     "node_rejected_where_its_consumer_runs",
+    "null_node_entry",
 };
 #define N_CASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
@@ -203,6 +204,14 @@ static int run_case(const char * name) {
         wsp_ggml_build_forward_expand(g, wsp_ggml_add(ctx, n0, wsp_ggml_add(ctx, host, xr)));
         announce(name);
         wsp_ggml_backend_sched_init_measure(e.sched, g);
+    } else if (strcmp(name, "null_node_entry") == 0) {
+        env_sched_measured(&e);
+        struct wsp_ggml_context * ctx = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
+        struct wsp_ggml_cgraph * g = valid_graph(ctx, &e, NULL);
+        CHECK(g->n_nodes >= 2);
+        g->nodes[1] = NULL;
+        announce(name);
+        wsp_ggml_backend_sched_graph_compute(e.sched, g);
     } else {
         fprintf(stderr, "unknown case %s\n", name);
         return 2;
