@@ -202,30 +202,50 @@ static void part_main(const struct eu_ref * ref) {
     wsp_ggml_backend_free(cpu);
 }
 
+// The spy backend XB (rejects soft_max + norm) and a 2-thread CPU backend,
+// the weights on XB, and a scheduler over both.
+struct spy_env {
+    wsp_ggml_backend_t xb;
+    wsp_ggml_backend_t cpu;
+    struct su_store st;
+    struct setup s;
+    wsp_ggml_backend_sched_t sched;
+};
+
+static void spy_env_init(struct spy_env * e) {
+    e->xb = xb_new("XB", REJECT_SM_NORM, -1, NULL);
+    e->cpu = wsp_ggml_backend_cpu_init();
+    wsp_ggml_backend_cpu_set_n_threads(e->cpu, 2);
+    su_store_init(&e->st, e->xb, 1 << 20);
+    setup_init(&e->s, &e->st, NULL);
+    wsp_ggml_backend_t backends[2] = { e->xb, e->cpu };
+    e->sched = wsp_ggml_backend_sched_new(backends, 2);
+}
+
+static void spy_env_free(struct spy_env * e) {
+    wsp_ggml_backend_sched_free(e->sched);
+    su_store_free(&e->st);
+    wsp_ggml_free(e->s.wctx);
+    wsp_ggml_backend_free(e->xb);
+    wsp_ggml_backend_free(e->cpu);
+}
+
 // The spy backend (xb) rejects soft_max + norm: it must never be asked to compute them.
 static void part_spy(const struct eu_ref * ref) {
-    wsp_ggml_backend_t xb = xb_new("XB", REJECT_SM_NORM, -1, NULL);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 2);
-    struct su_store st;
-    su_store_init(&st, xb, 1 << 20);
-    struct setup s;
-    setup_init(&s, &st, NULL);
-    wsp_ggml_backend_t backends[2] = { xb, cpu };
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+    struct spy_env e;
+    spy_env_init(&e);
+    wsp_ggml_backend_t xb = e.xb;
+    wsp_ggml_backend_sched_t sched = e.sched;
+    struct setup * s = &e.s;
     struct wsp_ggml_context * gctx;
     struct wsp_ggml_tensor * out;
-    struct wsp_ggml_cgraph * g = run(sched, &s, &gctx, &out);
+    struct wsp_ggml_cgraph * g = run(sched, s, &gctx, &out);
     struct xb_ctx * c = xb_stats(xb);
     EU_EXPECT("supports_spy_never_computes_rejected", c->n_rejected_computed == 0 && c->n_nodes_computed > 0,
               "xb computed %ld rejected nodes (%ld nodes in all)", c->n_rejected_computed, c->n_nodes_computed);
     EU_EXPECT("supports_spy_results", su_same(out, ref->out) && eu_splits_consistent(sched, g), "wrong output or splits");
     wsp_ggml_free(gctx);
-    wsp_ggml_backend_sched_free(sched);
-    su_store_free(&st);
-    wsp_ggml_free(s.wctx);
-    wsp_ggml_backend_free(xb);
-    wsp_ggml_backend_free(cpu);
+    spy_env_free(&e);
 }
 
 // Wrapping: soft_max lands on the last backend (its input's), which rejects
@@ -329,18 +349,14 @@ static void part_view_ops(const struct eu_ref * ref) {
 // same addresses): ours reuses the last split, asking supports_op again.
 // When the backend's answers change between computes, the split must follow.
 static void part_answers_change(const struct eu_ref * ref) {
-    wsp_ggml_backend_t xb = xb_new("XB", REJECT_SM_NORM, -1, NULL);
-    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    wsp_ggml_backend_cpu_set_n_threads(cpu, 2);
-    struct su_store st;
-    su_store_init(&st, xb, 1 << 20);
-    struct setup s;
-    setup_init(&s, &st, NULL);
-    wsp_ggml_backend_t backends[2] = { xb, cpu };
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(backends, 2);
+    struct spy_env e;
+    spy_env_init(&e);
+    wsp_ggml_backend_t xb = e.xb, cpu = e.cpu;
+    wsp_ggml_backend_sched_t sched = e.sched;
+    struct setup * s = &e.s;
     struct wsp_ggml_context * gctx;
     struct wsp_ggml_tensor * out;
-    struct wsp_ggml_cgraph * g = eu_mlp_graph(&s.m, s.x, &gctx, &out);
+    struct wsp_ggml_cgraph * g = eu_mlp_graph(&s->m, s->x, &gctx, &out);
     // snapshot of the graph as built
     struct wsp_ggml_cgraph gsnap = *g;
     struct wsp_ggml_tensor * snap = (struct wsp_ggml_tensor *)malloc(sizeof(*snap) * (size_t)g->n_nodes);
@@ -370,11 +386,7 @@ static void part_answers_change(const struct eu_ref * ref) {
     EU_EXPECT("supports_answers_change_back", ok[3], "norm not moved off XB once rejected again");
     free(snap);
     wsp_ggml_free(gctx);
-    wsp_ggml_backend_sched_free(sched);
-    su_store_free(&st);
-    wsp_ggml_free(s.wctx);
-    wsp_ggml_backend_free(xb);
-    wsp_ggml_backend_free(cpu);
+    spy_env_free(&e);
 }
 
 int main(void) {
