@@ -282,11 +282,47 @@ impl TensorRef {
             (*self.as_ptr()).buffer = core::ptr::null_mut();
         }
     }
+    /// What ggml-alloc writes when it places a tensor.
+    pub fn placement(self) -> Placement {
+        let t = self.get();
+        Placement { backend: t.backend, buffer: t.buffer, view_src: t.view_src, data: t.data }
+    }
+    /// Undo a placement made by a measure pass (fake addresses, and the
+    /// `view_src` that ggml-alloc sets on a node it computes in place).
+    pub fn restore_placement(self, p: Placement) {
+        // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
+        // graph's tensors during its calls.
+        unsafe {
+            let t = &mut *self.as_ptr();
+            t.backend = p.backend;
+            t.buffer = p.buffer;
+            t.view_src = p.view_src;
+            t.data = p.data;
+        }
+    }
+    /// Point the tensor at other memory (undone with `restore_placement`).
+    pub fn move_placement(self, buffer: *mut crate::buffer::wsp_ggml_backend_buffer, data: *mut c_void) {
+        // SAFETY: as in restore_placement.
+        unsafe {
+            let t = &mut *self.as_ptr();
+            t.buffer = buffer;
+            t.data = data;
+        }
+    }
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
     pub fn same_layout(self, other: TensorRef) -> bool {
         let (a, b) = (self.get(), other.get());
         a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
     }
+}
+
+/// The fields of a tensor that ggml-alloc sets when it places it.
+#[derive(Clone, Copy)]
+pub struct Placement {
+    backend: c_int,
+    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    view_src: *mut wsp_ggml_tensor,
+    data: *mut c_void,
 }
 
 /// RESHAPE, VIEW, PERMUTE or TRANSPOSE (consecutive in ggml's enum).

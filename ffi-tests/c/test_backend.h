@@ -54,10 +54,11 @@ struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend);
 // Print all counters, one per line:
 //   "stat <name> <counter> <n>"  exact: graph_compute, graph_plan_create, graph_plan_compute,
 //                                graph_plan_free, alloc_buffer, free_buffer, nodes_computed,
-//                                buf_get_alloc_size, buf_init_tensor, buf_free_tensor
+//                                buf_init_tensor, buf_free_tensor
 //   "~le <name> <counter> <n>"   ours may be lower: set_tensor_async, get_tensor_async,
 //                                synchronize, cpy_tensor_from, cpy_tensor_to, bytes_set, bytes_get
-//   "~ <name> <counter> <n>"     informational: get_name, get_alignment, supports_op, get_base
+//   "~ <name> <counter> <n>"     informational: get_name, get_alignment, supports_op, get_base,
+//                                buf_get_alloc_size (ours measures every new split first)
 // Programs where cpy_tensor_from / cpy_tensor_to are exact print them separately as "stat" lines.
 void test_backend_print_stats(wsp_ggml_backend_t backend);
 

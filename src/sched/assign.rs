@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{Full, SlotInfo, FOREIGN, NO_BACKEND};
+use super::table::{footprint, footprint_size, Full, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Cause, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
@@ -65,7 +65,7 @@ impl Sched {
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(&self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset };
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset, footprint: footprint(t) };
         if !listed {
             self.st.reuse.unlisted.push((slot, t.get().view_src));
         }
@@ -100,16 +100,14 @@ impl Sched {
         self.user.get(&(t.as_ptr() as usize)).copied()
     }
 
-    /// Size of tensor `slot`, remembered so that a reuse can check it.
-    fn nbytes(&mut self, slot: u32) -> usize {
-        let size = self.tensor(slot).nbytes();
-        self.st.reuse.sizes.push((slot, size));
-        size
+    /// Size of tensor `slot` (a reuse checks it, with every footprint).
+    fn nbytes(&self, slot: u32) -> usize {
+        footprint_size(self.st.table.info[slot as usize].footprint)
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
     #[inline]
-    fn consider(&mut self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
+    fn consider(&self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
         match *best {
             None => *best = Some(Best { prio, slot, j: j as u8, size: None }),
             Some(b) if prio < b.prio => {
@@ -148,7 +146,8 @@ impl Sched {
     /// Assign every node to a backend and cut the graph into splits; reuse
     /// the last split when the graph and everything it depends on are
     /// unchanged.
-    pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) {
+    /// Returns whether the split is new (not the last one, reused).
+    pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
         let same = self.user.is_empty() && self.still_valid(graph);
@@ -183,6 +182,7 @@ impl Sched {
         if self.debug {
             self.print_assignments(graph);
         }
+        !same
     }
 
     /// For a graph computed again and again: a table size at which ggml-alloc

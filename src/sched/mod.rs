@@ -15,6 +15,7 @@
 //! - an unchanged graph reuses the last split (checked exactly, reuse.rs).
 
 mod assign;
+mod fit;
 mod reuse;
 mod table;
 
@@ -178,6 +179,9 @@ pub struct Sched {
     /// set_node_backend assignments, honoured until the end of the next compute.
     user: HashMap<usize, u16>,
     eval_callback: Option<(EvalCallback, usize)>,
+    /// Compute allocators replaced by larger ones during a compute (fit.rs),
+    /// alive until the next measure or `sched_free`.
+    retired: Vec<wsp_ggml_tallocr_t>,
     pub(super) split_stats: Vec<SplitStats>,
     pub(super) backend_stats: Vec<BackendStats>,
     st: State,
@@ -206,6 +210,7 @@ impl Sched {
             debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
             user: HashMap::new(),
             eval_callback: None,
+            retired: Vec::new(),
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
             st: State::default(),
@@ -248,19 +253,18 @@ impl Sched {
 
     /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
     /// buffer for `graph`. Calling it again re-measures (the original leaked
-    /// and measured with the real allocators).
+    /// and measured with the real allocators: we size as it did).
     pub fn init_measure(&mut self, graph: GraphRef) {
-        self.measure(graph, false, "wsp_ggml_backend_sched_init_measure");
+        self.measure(graph, "wsp_ggml_backend_sched_init_measure");
     }
 
     /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
     /// for `graph` too; they grow, never shrink.
     pub fn reserve(&mut self, graph: GraphRef) {
-        let grow_only = self.measured;
-        self.measure(graph, grow_only, "wsp_ggml_backend_sched_reserve");
+        self.measure(graph, "wsp_ggml_backend_sched_reserve");
     }
 
-    fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
+    fn measure(&mut self, graph: GraphRef, func: &str) {
         // Measure with fresh measure allocators; keep the real ones aside.
         let mut kept = Vec::new();
         if self.measured {
@@ -271,33 +275,25 @@ impl Sched {
             }
         }
         self.split_graph(graph, func);
-        // Tensors ggml-alloc is about to place (fake addresses in measure
-        // buffers that are freed below): forget those placements afterwards,
+        // Placements in measure buffers are undone (they are freed below),
         // so the measured graph does not point into freed memory.
-        let table = &self.st.table;
-        let mut placed = vec![0u64; table.keys().len().div_ceil(64)]; // one bit per slot
-        for s in table.slots().filter(|&s| table.tensor(s).data().is_null()) {
-            placed[s as usize / 64] |= 1 << (s % 64);
-        }
-        self.alloc_splits(graph);
-        let table = &self.st.table;
-        for s in table.slots().filter(|&s| placed[s as usize / 64] & (1 << (s % 64)) != 0) {
-            table.tensor(s).clear_allocation();
-        }
-        for i in 0..self.backends.len() {
+        let sizes = self.alloc_and_undo(graph);
+        for (i, &measured) in sizes.iter().enumerate() {
             let measure = self.tallocs[i];
             // SAFETY: our measure allocator; freed once here.
-            let size = unsafe {
-                let size = ggml::wsp_ggml_tallocr_max_size(measure);
-                ggml::wsp_ggml_tallocr_free(measure);
-                size
-            };
-            let old = kept.get(i).copied();
-            if let Some(old) = old.filter(|_| grow_only && size <= self.buffer_sizes[i]) {
-                self.tallocs[i] = old; // large enough already
-                continue;
-            }
-            if let Some(old) = old {
+            unsafe { ggml::wsp_ggml_tallocr_free(measure) };
+            let mut size = measured;
+            if let Some(&old) = kept.get(i) {
+                // As the original, which measured again with the real
+                // allocators: the most this buffer held since it was made,
+                // and the graph on top of the inputs the caller allocated in it.
+                self.tallocs[i] = old;
+                // SAFETY: our live allocator.
+                let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
+                size = self.occupied(i).saturating_add(measured).max(held);
+                if size == self.buffer_sizes[i] {
+                    continue; // large enough already
+                }
                 // SAFETY: our previous real allocator, replaced below.
                 unsafe { ggml::wsp_ggml_tallocr_free(old) };
             }
@@ -305,6 +301,7 @@ impl Sched {
             self.tallocs[i] = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
             self.buffer_sizes[i] = size;
         }
+        self.free_retired();
         self.measured = true;
         self.finish();
     }
@@ -372,7 +369,9 @@ impl Sched {
     pub fn graph_compute(&mut self, graph: GraphRef) {
         let func = "wsp_ggml_backend_sched_graph_compute";
         check(self.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-        self.split_graph(graph, func);
+        if self.split_graph(graph, func) {
+            self.ensure_fits(graph);
+        }
         self.alloc_splits(graph);
         self.compute_splits(func);
         self.finish();
@@ -380,7 +379,7 @@ impl Sched {
 
     /// Reset allocators, restore the graph's sources, drop user assignments.
     fn finish(&mut self) {
-        for &t in &self.tallocs {
+        for &t in self.tallocs.iter().chain(&self.retired) {
             // SAFETY: our own live allocator.
             unsafe { ggml::wsp_ggml_tallocr_reset(t) };
         }
@@ -598,6 +597,7 @@ impl Drop for Sched {
     fn drop(&mut self) {
         // Leave the user's graph as it was even if dropped mid-way.
         self.st.unpatch();
+        self.free_retired();
         for &t in &self.tallocs {
             // SAFETY: our own allocators, freed once.
             unsafe { ggml::wsp_ggml_tallocr_free(t) };

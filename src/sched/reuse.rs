@@ -10,7 +10,9 @@
 //!   is a view op; the view source of each leaf and of each other tensor
 //!   registered (a source or view source outside the graph's lists);
 //! - the location (backend of the buffer) of every registered tensor;
-//! - the size of every tensor whose size a decision compared;
+//! - the size of every registered tensor and whether it has memory (what
+//!   the source rule compares, and what decides how much ggml-alloc
+//!   allocates: the split's fit in the compute buffers holds as well);
 //! - every `supports_op` answer a decision used (asked again, in the same order);
 //! - the data of unassigned views and sources (the only other field a pass reads);
 //! - no `set_node_backend` assignment, now or for the split being reused.
@@ -20,7 +22,7 @@
 //! as usual.
 
 use super::assign::{refresh_copy, Locator};
-use super::table::{SlotInfo, NO_BACKEND};
+use super::table::{footprint, SlotInfo, NO_BACKEND};
 use super::{Cause, Sched};
 use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
 
@@ -29,8 +31,6 @@ use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
 pub(super) struct Facts {
     /// The tables describe a complete split made without user assignments.
     pub valid: bool,
-    /// (slot, nbytes) of every size a decision compared.
-    pub sizes: Vec<(u32, usize)>,
     /// The backend that rejected each node moved because of supports_op,
     /// in node order.
     pub moved: Vec<u16>,
@@ -45,7 +45,6 @@ impl Facts {
     /// Before a new split.
     pub fn clear(&mut self) {
         self.valid = false;
-        self.sizes.clear();
         self.moved.clear();
         self.unassigned_views.clear();
         self.unlisted.clear();
@@ -74,7 +73,7 @@ impl Sched {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
                 return false;
             };
-            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) {
+            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) || footprint(leaf) != info[slot as usize].footprint {
                 return false;
             }
         }
@@ -95,6 +94,7 @@ impl Sched {
                 || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
                 || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
                 || !same_loc(node, n.slot)
+                || footprint(node) != info[n.slot as usize].footprint
                 || (ask && !n.view_op() && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
             {
                 return false;
@@ -107,14 +107,11 @@ impl Sched {
         // would be inserted into our table behind our back.
         if !st.reuse.unlisted.iter().all(|&(slot, vsrc)| {
             let t = st.table.tensor(slot);
-            t.get().view_src == vsrc && same_loc(t, slot)
+            t.get().view_src == vsrc && same_loc(t, slot) && footprint(t) == info[slot as usize].footprint
         }) {
             return false;
         }
         let table = &st.table;
-        if st.reuse.sizes.iter().any(|&(slot, size)| table.tensor(slot).nbytes() != size) {
-            return false;
-        }
         !st.reuse.unassigned_views.iter().any(|&slot| table.tensor(slot).data().is_null())
     }
 

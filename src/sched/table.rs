@@ -31,10 +31,26 @@ pub(super) struct SlotInfo {
     /// buffer, FOREIGN: another backend's).
     pub loc: u16,
     pub cause: Cause,
+    /// What ggml-alloc needs for the tensor, as [`footprint`] of it.
+    pub footprint: usize,
 }
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset };
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset, footprint: 0 };
+}
+
+/// A tensor's size and whether it has memory, in one word: what decides how
+/// much ggml-alloc allocates for it (and for copies of it), and what the
+/// source rule compares.
+#[inline]
+pub(super) fn footprint(t: TensorRef) -> usize {
+    (t.nbytes() << 1) | usize::from(!t.data().is_null())
+}
+
+/// The size recorded in a footprint.
+#[inline]
+pub(super) fn footprint_size(f: usize) -> usize {
+    f >> 1
 }
 
 /// The table ran out of room for this graph; the caller starts over with a

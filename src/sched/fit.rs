@@ -1,0 +1,186 @@
+//! Compute buffers that always fit the split about to be allocated.
+//!
+//! `init_measure` sizes each backend's compute buffer for the measure graph.
+//! A later split can need more: a larger graph, nodes that `set_node_backend`
+//! or a `supports_op` rejection moved to another backend. ggml-alloc would
+//! then stop the process inside `wsp_ggml_tallocr_alloc` ("not enough space
+//! in the buffer"). So every split made anew is measured first, by ggml-alloc
+//! itself, over stand-in buffers that hold no memory, and a compute buffer
+//! that is too small is replaced by a larger one before the real allocation.
+//!
+//! The replaced allocator is *retired*, not freed: a caller may still hold it
+//! (`sched_get_tallocr`) or have tensors in its buffer, and both stay valid
+//! until the next `init_measure`/`reserve` or `sched_free`. Buffers grow by at
+//! least half their size, so retired memory stays below twice the current.
+
+use core::ffi::c_void;
+
+use super::Sched;
+use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
+use crate::ggml::{self, wsp_ggml_tensor, GraphRef, Placement, TensorRef};
+
+/// Where stand-in memory starts (plus the real base's misalignment): never
+/// dereferenced, only offset from.
+const STAND_IN_BASE: usize = 0x10000;
+
+/// A stand-in's `context`: the compute buffer it stands in for, and the
+/// block that reproduces what the caller already allocated in it.
+struct StandIn {
+    real: BufferRef,
+    held: wsp_ggml_tensor,
+    held_size: usize,
+}
+
+/// A stand-in for a backend's compute buffer: no memory, the real buffer's
+/// allocation sizes, and no tensor callbacks.
+static STAND_IN_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
+    free_buffer: None,
+    get_base: Some(stand_in_get_base),
+    get_alloc_size: Some(stand_in_get_alloc_size),
+    init_tensor: None,
+    free_tensor: None,
+};
+
+unsafe extern "C" fn stand_in_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
+    // SAFETY: ggml-alloc calls this on our stand-in, whose context is a live StandIn.
+    let stand_in = unsafe { &*(*buffer).context.cast::<StandIn>() };
+    let real = stand_in.real.base() as usize;
+    (STAND_IN_BASE + real % STAND_IN_BASE) as *mut c_void
+}
+
+unsafe extern "C" fn stand_in_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize {
+    crate::fatal::guard("wsp_ggml_backend_sched_graph_compute", || {
+        // SAFETY: as in stand_in_get_base.
+        let stand_in = unsafe { &*(*buffer).context.cast::<StandIn>() };
+        if core::ptr::eq(tensor, &stand_in.held) {
+            return stand_in.held_size;
+        }
+        TensorRef::new(tensor).map_or(0, |t| stand_in.real.alloc_size(t))
+    })
+}
+
+impl Sched {
+    /// Measure the split just made and grow the compute buffers too small for it.
+    ///
+    /// The measure mirrors the real allocation: each stand-in starts with a
+    /// block as large as what the caller allocated in the real buffer, and
+    /// the tensors in the real buffer are moved to the same offsets in the
+    /// stand-in for the duration (ggml-alloc computes in place on, and frees,
+    /// the tensors of its own buffer).
+    pub(super) fn ensure_fits(&mut self, graph: GraphRef) {
+        let real = self.tallocs.clone();
+        let mut stand_ins = Vec::with_capacity(real.len());
+        for (i, &t) in real.iter().enumerate() {
+            // SAFETY: our live allocator.
+            let buffer = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) }).expect("an allocator has a buffer");
+            let held_size = self.occupied(i);
+            let ctx = Box::into_raw(Box::new(StandIn { real: buffer, held: ggml::zeroed_tensor(), held_size }));
+            let b = buffer_init(self.backends[i].as_ptr(), STAND_IN_I, ctx.cast(), usize::MAX / 2);
+            // SAFETY: an allocator over our stand-in (it does not own it), freed below.
+            let talloc = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(b.as_ptr()) };
+            let align = buffer.alignment().max(1);
+            let start = (align - buffer.base() as usize % align) % align;
+            if held_size > start {
+                // SAFETY: `held` is a zeroed tensor (no data, no view) in our
+                // live StandIn; the stand-in reports `held_size` for it.
+                unsafe { (*ctx).held_size = held_size - start };
+                unsafe { ggml::wsp_ggml_tallocr_alloc(talloc, &mut (*ctx).held) };
+            }
+            stand_ins.push((b, ctx, buffer, talloc));
+        }
+        // Tensors in the real buffers, moved to the stand-ins for the measure.
+        let table = &self.st.table;
+        let mut moved = Vec::new();
+        for t in table.slots().map(|s| table.tensor(s)) {
+            if let Some(&(b, _, buffer, _)) = stand_ins.iter().find(|s| s.2.as_ptr() == t.buffer()) {
+                let offset = (t.data() as usize).wrapping_sub(buffer.base() as usize);
+                let at = STAND_IN_BASE + buffer.base() as usize % STAND_IN_BASE + offset;
+                moved.push((t, t.placement()));
+                t.move_placement(b.as_ptr(), at as *mut c_void);
+            }
+        }
+        self.tallocs = stand_ins.iter().map(|s| s.3).collect();
+        let needs = self.alloc_and_undo(graph);
+        for (t, p) in moved {
+            t.restore_placement(p);
+        }
+        for (b, ctx, _, talloc) in stand_ins {
+            // SAFETY: our allocator, freed once; then its stand-in (no
+            // free_buffer) and the stand-in's context.
+            unsafe { ggml::wsp_ggml_tallocr_free(talloc) };
+            b.free();
+            drop(unsafe { Box::from_raw(ctx) });
+        }
+        self.tallocs = real;
+        for (i, &need) in needs.iter().enumerate() {
+            if need > self.buffer_sizes[i] {
+                let size = need.max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
+                if self.debug {
+                    eprintln!(
+                        "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",
+                        self.backends[i].name_lossy(),
+                        self.buffer_sizes[i]
+                    );
+                }
+                // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
+                let new = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
+                self.retired.push(std::mem::replace(&mut self.tallocs[i], new));
+                self.buffer_sizes[i] = size;
+            }
+        }
+    }
+
+    /// Allocate the split graph with the current allocators (measure or
+    /// stand-in), read how much each one used, and undo every placement
+    /// ggml-alloc made on the tensors it was given.
+    pub(super) fn alloc_and_undo(&mut self, graph: GraphRef) -> Vec<usize> {
+        let table = &self.st.table;
+        let unplaced: Vec<(TensorRef, Placement)> = table
+            .slots()
+            .map(|s| table.tensor(s))
+            .filter(|t| t.buffer().is_null())
+            .map(|t| (t, t.placement()))
+            .collect();
+        self.alloc_splits(graph);
+        for &(t, p) in &unplaced {
+            t.restore_placement(p);
+        }
+        // SAFETY: our live allocators.
+        self.tallocs.iter().map(|&t| unsafe { ggml::wsp_ggml_tallocr_max_size(t) }).collect()
+    }
+
+    /// Bytes at the start of backend `i`'s compute buffer that inputs of
+    /// this graph already hold (allocated by the caller through
+    /// `sched_get_tallocr`): ggml-alloc places the split after them.
+    pub(super) fn occupied(&self, i: usize) -> usize {
+        // SAFETY: our live allocator.
+        let Some(buffer) = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(self.tallocs[i]) }) else {
+            return 0;
+        };
+        let base = buffer.base() as usize;
+        let align = buffer.alignment().max(1);
+        // ggml-alloc starts at the first aligned address of the buffer
+        let start = (align - base % align) % align;
+        // Inputs, not nodes: a node with memory there is left from an earlier
+        // compute, in memory the allocator considers free again.
+        let st = &self.st;
+        let inputs = st.leafs.iter().map(|l| l[0]).chain(st.reuse.unlisted.iter().map(|u| u.0));
+        inputs
+            .map(|s| st.table.tensor(s))
+            .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())
+            .map(|t| {
+                // ggml-alloc pads sizes, not addresses
+                let size = buffer.alloc_size(t).div_ceil(align).saturating_mul(align);
+                (t.data() as usize).saturating_sub(base).saturating_add(size)
+            })
+            .fold(start, usize::max)
+    }
+
+    /// Free the allocators that growth replaced.
+    pub(super) fn free_retired(&mut self) {
+        for t in self.retired.drain(..) {
+            // SAFETY: our allocators, retired once, freed once.
+            unsafe { ggml::wsp_ggml_tallocr_free(t) };
+        }
+    }
+}
