@@ -9,7 +9,6 @@
 
 static const char * const CASES[] = {
     "rejected_preallocated",  // a cpy into a cache on a backend that rejects CPY
-    "rejected_forced",        // set_node_backend onto a backend that rejects the op
     "rejected_everywhere",    // no backend supports the op
     "get_backend_out_of_range",
     "get_backend_negative",
@@ -64,14 +63,6 @@ int main(int argc, char ** argv) {
         wsp_ggml_set_name(store, "cache_store");
         wsp_ggml_build_forward_expand(g, store);
         measure_and_compute(sched, g);
-    } else if (strcmp(c, "rejected_forced") == 0) {
-        struct wsp_ggml_tensor * y = wsp_ggml_soft_max(gctx, wsp_ggml_mul_mat(gctx, w, x));
-        wsp_ggml_set_name(y, "probs");
-        wsp_ggml_build_forward_expand(g, y);
-        wsp_ggml_backend_sched_init_measure(sched, g);
-        CHECK(wsp_ggml_backend_sched_get_tensor_backend(sched, y) == b1);
-        wsp_ggml_backend_sched_set_node_backend(sched, y, b0);
-        wsp_ggml_backend_sched_graph_compute(sched, g);
     } else if (everywhere) {
         struct wsp_ggml_tensor * y = wsp_ggml_soft_max(gctx, wsp_ggml_mul_mat(gctx, w, x));
         wsp_ggml_set_name(y, "probs");

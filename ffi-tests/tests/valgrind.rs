@@ -50,6 +50,7 @@ memcheck_tests! {
     memcheck_sched_reuse => "sched_reuse.c",
     memcheck_sched_reuse_more => "sched_reuse_more.c",
     memcheck_sched_beyond => "sched_beyond.c",
+    memcheck_ext_fits => "ext_fits.c",
 }
 
 /// Functions that belong to our library (Rust paths, our exports, and the

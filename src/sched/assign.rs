@@ -93,11 +93,35 @@ impl Sched {
         self.st.table.tensor(slot)
     }
 
-    fn user_assignment(&self, t: TensorRef) -> Option<u16> {
+    /// The `set_node_backend` assignment of tensor `slot`, where it can be
+    /// honoured. Memory decides first: a tensor that already has memory, or
+    /// works in another's (a view, an in-place op, a copy into a tensor),
+    /// runs where that memory is, and a node never goes to a backend whose
+    /// `supports_op` rejects it. The original ignored every assignment, so
+    /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
+    fn user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         if self.user.is_empty() {
             return None;
         }
-        self.user.get(&(t.as_ptr() as usize)).copied()
+        let t = self.tensor(slot);
+        let b = *self.user.get(&(t.as_ptr() as usize))?;
+        let why = if self.loc(slot) != NO_BACKEND || (is_node && !t.data().is_null() && t.buffer().is_null()) {
+            "it already has memory"
+        } else if vsrc != NONE {
+            "it works in the memory of another tensor"
+        } else if is_node && !crate::cpu::is_cpu(self.backends[b as usize]) && !self.backends[b as usize].supports_op(t) {
+            "that backend does not support it"
+        } else {
+            return Some(b);
+        };
+        if self.debug {
+            eprintln!(
+                "wsp_ggml_backend_sched: set_node_backend('{}', '{}') not applied: {why}",
+                t.name_lossy(),
+                self.backends[b as usize].name_lossy()
+            );
+        }
+        None
     }
 
     /// Size of tensor `slot` (a reuse checks it, with every footprint).
@@ -268,7 +292,7 @@ impl Sched {
     fn pass1_from_locations(&mut self, func: &str) {
         for k in 0..self.st.leafs.len() {
             let [slot, vsrc] = self.st.leafs[k];
-            if let Some(b) = self.user_assignment(self.tensor(slot)) {
+            if let Some(b) = self.user_assignment(slot, vsrc, false) {
                 self.set(slot, b, Cause::User);
                 continue;
             }
@@ -286,11 +310,9 @@ impl Sched {
         }
         for i in 0..self.st.nodes.len() {
             let NodeInfo { slot, vsrc: vs, .. } = self.st.nodes[i];
-            if !self.user.is_empty() {
-                if let Some(b) = self.user_assignment(self.node(i)) {
-                    self.set(slot, b, Cause::User);
-                    continue;
-                }
+            if let Some(b) = self.user_assignment(slot, vs, true) {
+                self.set(slot, b, Cause::User);
+                continue;
             }
             if self.assign(slot) != NO_BACKEND {
                 continue;
@@ -355,44 +377,75 @@ impl Sched {
         (1..n).map(|d| (a as usize + d) % n).find(|&b| cpu[b] || self.backends[b].supports_op(node)).map(|b| b as u16)
     }
 
+    /// Where the memory a node works in comes from: the first tensor along
+    /// its view sources that is in a buffer, or the last one (a tensor
+    /// ggml-alloc will allocate, or memory outside any backend buffer).
+    fn memory_root(&self, vs: u32) -> u32 {
+        let mut r = vs;
+        while self.loc(r) == NO_BACKEND {
+            match self.tensor(r).view_src().and_then(|v| self.st.table.find(v.as_ptr())) {
+                Some(v) => r = v,
+                None => break,
+            }
+        }
+        r
+    }
+
+    /// Memory decides: a node that works in another tensor's memory (a view,
+    /// an in-place op, a copy into a tensor) runs on the backend that memory
+    /// is allocated by, once that is known (ggml-alloc initialises it with
+    /// that backend's allocator; the original asserted there, or in release
+    /// builds initialised it in another backend's buffer).
+    fn follow_memory(&mut self, slot: u32, vs: u32) {
+        if vs == NONE {
+            return;
+        }
+        let owner = self.assign(vs);
+        if owner == NO_BACKEND || owner == self.assign(slot) {
+            return;
+        }
+        // Memory outside any backend buffer (a plain ggml context) pins nothing.
+        let root = self.memory_root(vs);
+        if self.loc(root) == NO_BACKEND && !self.tensor(root).data().is_null() {
+            return;
+        }
+        self.set(slot, owner, Cause::FollowsMemory);
+    }
+
     /// Not in the original: a node never runs on a backend whose `supports_op`
     /// rejects it. It moves to the next backend in priority order (wrapping
     /// around) that supports it; its inputs are then copied like any other.
-    /// A node that works in the memory of another (an in-place op, a view)
-    /// cannot move on its own: it follows a moved memory owner, and a node
-    /// whose memory owner stays on a rejecting backend is an error.
-    /// With backends that support every op nothing changes.
+    /// A node that works in the memory of another (an in-place op, a view, a
+    /// copy into a tensor) moves with that memory: when the memory is not
+    /// allocated yet, its owner moves too (if the new backend supports it;
+    /// otherwise the node stays, as in the original); memory that is already
+    /// in a buffer of the rejecting backend is an error. With backends that
+    /// support every op nothing moves. Memory is followed first (see
+    /// `follow_memory`), here and after the moves.
     fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the calls when all backends are CPU.
         let all_cpu = self.cpu_backends();
-        if all_cpu.iter().all(|&c| c) {
-            return;
-        }
+        let ask = !all_cpu.iter().all(|&c| c);
+        let mut owners_moved = false;
         for i in 0..self.st.nodes.len() {
             let info = self.st.nodes[i];
             let (slot, vs) = (info.slot, info.vsrc);
-            let node = self.node(i);
-            // Follow a memory owner that was moved (before deciding anything else).
-            if vs != NONE
-                && matches!(self.st.table.info[vs as usize].cause, Cause::Unsupported | Cause::FollowsMemory)
-                && self.assign(slot) != self.assign(vs)
-            {
-                let owner = self.assign(vs);
-                self.set(slot, owner, Cause::FollowsMemory);
-            }
-            if info.view_op() {
+            self.follow_memory(slot, vs);
+            if !ask || info.view_op() {
                 continue;
             }
+            let node = self.node(i);
             let a = self.assign(slot);
             if a == NO_BACKEND || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
                 continue;
             }
-            let cause = self.st.table.info[slot as usize].cause;
             let here = self.backends[a as usize];
-            let pinned = match (cause, node.view_src()) {
-                (Cause::User, _) => Some("it was assigned there with set_node_backend".to_string()),
+            let root = (vs != NONE).then(|| self.memory_root(vs));
+            let pinned = match (self.st.table.info[slot as usize].cause, root) {
                 (Cause::Dst | Cause::ViewSrc, _) => Some("its memory is on that backend".to_string()),
-                (_, Some(vs)) => Some(format!("it works in the memory of '{}', which is on that backend", vs.name_lossy())),
+                (_, Some(r)) if self.loc(r) != NO_BACKEND => {
+                    Some(format!("it works in the memory of '{}', which is on that backend", self.tensor(r).name_lossy()))
+                }
                 _ => None,
             };
             if let Some(why) = pinned {
@@ -406,15 +459,37 @@ impl Sched {
                     ),
                 );
             }
-            match self.next_supporting(a, node, &all_cpu) {
-                Some(b) => {
-                    self.set(slot, b, Cause::Unsupported);
-                    self.st.reuse.moved.push(a);
+            let Some(b) = self.next_supporting(a, node, &all_cpu) else {
+                fatal(func, &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())))
+            };
+            if let Some(r) = root.filter(|&r| self.assign(r) != b) {
+                // The memory is not allocated yet: its owner moves too, when it can.
+                let owner = self.tensor(r);
+                let computed = owner.op() != ggml::WSP_GGML_OP_NONE && !owner.is_view_op();
+                if computed && !all_cpu[b as usize] && !self.backends[b as usize].supports_op(owner) {
+                    if self.debug {
+                        eprintln!(
+                            "wsp_ggml_backend_sched: node '{}' stays on '{}', which does not support it: it works in the \
+                             memory of '{}', which '{}' does not support either",
+                            node.name_lossy(),
+                            here.name_lossy(),
+                            owner.name_lossy(),
+                            self.backends[b as usize].name_lossy()
+                        );
+                    }
+                    continue;
                 }
-                None => fatal(
-                    func,
-                    &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())),
-                ),
+                self.set(r, b, Cause::FollowsMemory);
+                owners_moved = true;
+            }
+            self.set(slot, b, Cause::Unsupported);
+            self.st.reuse.moved.push(a);
+        }
+        if owners_moved {
+            // Views and in-place nodes of a moved owner that came before the move.
+            for i in 0..self.st.nodes.len() {
+                let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
+                self.follow_memory(slot, vsrc);
             }
         }
     }
@@ -465,10 +540,13 @@ impl Sched {
     fn pass4_split(&mut self, func: &str) -> Result<(), Full> {
         let n = self.st.nodes.len();
         // The first split's backend: the first node that is not a view.
+        // A graph of views only still gets a split (on the backend of their
+        // memory), so that ggml-alloc initialises the views.
         let first = (0..n)
             .find(|&i| self.st.nodes[i].vsrc == NONE)
             .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op()))
-            .map(|i| self.assign(self.st.nodes[i].slot));
+            .map(|i| self.assign(self.st.nodes[i].slot))
+            .or_else(|| (0..n).map(|i| self.assign(self.st.nodes[i].slot)).find(|&a| a != NO_BACKEND));
         let Some(mut cur) = first else {
             return Ok(()); // no node to compute
         };
