@@ -92,3 +92,11 @@ fn sched_pass3_runs_before_the_split() {
 fn sched_source_outside_the_lists_changes_its_view_source() {
     differential("sched_unlisted_view.c", TB, &[]);
 }
+
+/// Issue 11's reductions: init_measure twice with an input allocated through
+/// sched_get_tallocr, a larger graph after a smaller re-measure, a graph of
+/// one view.
+#[test]
+fn sched_remeasure_and_view_only_graphs() {
+    differential("sched_remeasure.c", TB, &[]);
+}
