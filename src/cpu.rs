@@ -63,6 +63,9 @@ pub struct CpuContext {
     work: AlignedBuf,
     pub abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
     pub abort_callback_data: *mut c_void,
+    /// ggml.c is computing a graph for this backend: its abort callback may
+    /// call in, and only calls that leave the context alone are allowed.
+    computing: bool,
 }
 
 /// A graph plan: ggml's cplan, its own work buffer, and a copy of the graph.
@@ -132,6 +135,7 @@ pub fn cpu_init() -> BackendRef {
         work: AlignedBuf::empty(),
         abort_callback: None,
         abort_callback_data: ptr::null_mut(),
+        computing: false,
     });
     let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
     BackendRef::new(Box::into_raw(backend)).expect("Box is never NULL")
@@ -154,11 +158,24 @@ pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
 }
 
 /// The CPU context of `backend`, aborting (naming `func`) if it is not a CPU backend.
+/// Aborts when called from inside the backend's own abort callback (ggml.c
+/// is computing with the context).
 pub fn cpu_context<'a>(backend: BackendRef, func: &str) -> &'a mut CpuContext {
-    check(is_cpu(backend), func, || format!("backend '{}' is not a CPU backend", backend.name_lossy()));
+    let ctx = cpu_context_ptr(backend, func);
+    // SAFETY: a live context (cpu_context_ptr); the flag is read through the
+    // raw pointer, before any reference is made.
+    if unsafe { ptr::addr_of!((*ctx).computing).read() } {
+        fatal(func, "called from inside the CPU backend's abort callback (while it computes)");
+    }
     // SAFETY: a CPU backend's context is the Box<CpuContext> made in cpu_init;
-    // the C API contract gives the caller exclusive use of the backend for the call.
-    unsafe { &mut *backend.context().cast::<CpuContext>() }
+    // the C API contract gives the caller exclusive use of the backend for
+    // the call, and it is not computing (checked above).
+    unsafe { &mut *ctx }
+}
+
+fn cpu_context_ptr(backend: BackendRef, func: &str) -> *mut CpuContext {
+    check(is_cpu(backend), func, || format!("backend '{}' is not a CPU backend", backend.name_lossy()));
+    backend.context().cast::<CpuContext>()
 }
 
 pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
@@ -189,7 +206,9 @@ unsafe extern "C" fn cpu_get_name(_backend: wsp_ggml_backend_t) -> *const c_char
 }
 
 unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
-    guard("wsp_ggml_backend_free", || {
+    let func = "wsp_ggml_backend_free";
+    guard(func, || {
+        let _ = cpu_context(BackendRef::arg(backend, func, "backend"), func); // not while computing
         // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
         // are the Boxes made in cpu_init; each is released once here.
         unsafe {
@@ -328,13 +347,22 @@ unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: 
 unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
     guard(func, || {
-        let ctx = cpu_context(BackendRef::arg(backend, func, "backend"), func);
+        let backend = BackendRef::arg(backend, func, "backend");
         let graph = ggml::GraphRef::new(cgraph).unwrap_or_else(|| fatal(func, "argument 'cgraph' is NULL"));
-        let mut cplan = plan_for(ctx, graph.as_ptr());
-        ctx.work.reserve_scratch(cplan.work_size, func);
-        cplan.work_data = if cplan.work_size > 0 { ctx.work.as_ptr() } else { ptr::null_mut() };
+        let mut cplan = {
+            let ctx = cpu_context(backend, func);
+            let mut cplan = plan_for(ctx, graph.as_ptr());
+            ctx.work.reserve_scratch(cplan.work_size, func);
+            cplan.work_data = if cplan.work_size > 0 { ctx.work.as_ptr() } else { ptr::null_mut() };
+            ctx.computing = true;
+            cplan
+        };
+        // No reference to the context is held while ggml.c computes: its
+        // abort callback may call back in (and reads are fine).
         // SAFETY: valid graph and a cplan whose work buffer holds work_size bytes.
         unsafe { ggml::wsp_ggml_graph_compute(graph.as_ptr(), &mut cplan) };
+        // SAFETY: the live context of this backend (cpu_context_ptr).
+        unsafe { (*cpu_context_ptr(backend, func)).computing = false };
     })
 }
 

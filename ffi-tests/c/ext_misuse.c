@@ -14,6 +14,15 @@ static const char * const CASES[] = {
     "get_backend_negative",
     "get_buffer_size_unknown_backend",
     "cpu_abort_callback_non_cpu",
+    // from inside the evaluation callback: reads work, changes abort
+    "callback_graph_compute",
+    "callback_set_node_backend",
+    "callback_reset",
+    "callback_free",
+    "callback_init_measure",
+    "callback_get_tallocr",
+    // from inside the CPU backend's abort callback
+    "cpu_abort_callback_set_n_threads",
 };
 #define N_CASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
@@ -21,6 +30,53 @@ static const char * const CASES[] = {
 
 static const int REJECT_CPY[] = { WSP_GGML_OP_CPY, -1 };
 static const int REJECT_SM[] = { WSP_GGML_OP_SOFT_MAX, -1 };
+
+// The evaluation callback of the callback_* cases: every read the API allows,
+// then the change named by the case.
+static struct {
+    const char * name;
+    wsp_ggml_backend_sched_t sched;
+    struct wsp_ggml_cgraph * graph;
+    wsp_ggml_backend_t other;
+} g_case;
+
+static bool reenter(struct wsp_ggml_tensor * t, bool ask, void * user_data) {
+    (void)user_data;
+    if (ask) {
+        return true;
+    }
+    wsp_ggml_backend_sched_t s = g_case.sched;
+    struct wsp_ggml_backend_sched_split_stats ss;
+    struct wsp_ggml_backend_sched_backend_stats bs;
+    float first = 0.0f;
+    bool reads = wsp_ggml_backend_sched_get_n_splits(s) > 0 && wsp_ggml_backend_sched_get_split_stats(s, 0, &ss)
+                 && wsp_ggml_backend_sched_get_backend_stats(s, g_case.other, &bs)
+                 && wsp_ggml_backend_sched_get_tensor_backend(s, t) != NULL
+                 && wsp_ggml_backend_sched_get_buffer_size(s, wsp_ggml_backend_sched_get_tensor_backend(s, t)) > 0
+                 && wsp_ggml_backend_sched_get_buffer(s, g_case.other) != NULL && wsp_ggml_backend_sched_get_n_backends(s) == 2;
+    wsp_ggml_backend_tensor_get(t, &first, 0, sizeof(first));
+    fprintf(stderr, "reads %s\n", reads ? "ok" : "FAILED");
+    const char * c = g_case.name;
+    if (strcmp(c, "callback_graph_compute") == 0) {
+        wsp_ggml_backend_sched_graph_compute(s, g_case.graph);
+    } else if (strcmp(c, "callback_set_node_backend") == 0) {
+        wsp_ggml_backend_sched_set_node_backend(s, t, g_case.other);
+    } else if (strcmp(c, "callback_reset") == 0) {
+        wsp_ggml_backend_sched_reset(s);
+    } else if (strcmp(c, "callback_free") == 0) {
+        wsp_ggml_backend_sched_free(s);
+    } else if (strcmp(c, "callback_init_measure") == 0) {
+        wsp_ggml_backend_sched_init_measure(s, g_case.graph);
+    } else if (strcmp(c, "callback_get_tallocr") == 0) {
+        (void)wsp_ggml_backend_sched_get_tallocr(s, g_case.other);
+    }
+    return true;
+}
+
+static bool abort_cb(void * data) {
+    wsp_ggml_backend_cpu_set_n_threads((wsp_ggml_backend_t)data, 2);
+    return false;
+}
 
 static void measure_and_compute(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph * g) {
     wsp_ggml_backend_sched_init_measure(sched, g);
@@ -80,6 +136,26 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "got %zu\n", n);
     } else if (strcmp(c, "cpu_abort_callback_non_cpu") == 0) {
         wsp_ggml_backend_cpu_set_abort_callback(b0, NULL, NULL);
+    } else if (strncmp(c, "callback_", 9) == 0) {
+        struct wsp_ggml_tensor * y = wsp_ggml_gelu(gctx, wsp_ggml_mul_mat(gctx, w, x));
+        wsp_ggml_build_forward_expand(g, y);
+        wsp_ggml_backend_sched_init_measure(sched, g);
+        g_case.name = c;
+        g_case.sched = sched;
+        g_case.graph = g;
+        g_case.other = b1;
+        wsp_ggml_backend_sched_set_eval_callback(sched, reenter, NULL);
+        wsp_ggml_backend_sched_graph_compute(sched, g);
+    } else if (strcmp(c, "cpu_abort_callback_set_n_threads") == 0) {
+        wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+        wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+        wsp_ggml_backend_cpu_set_abort_callback(cpu, abort_cb, cpu);
+        struct wsp_ggml_context * hctx = su_host_ctx(1 << 21);
+        struct wsp_ggml_tensor * a = wsp_ggml_new_tensor_1d(hctx, WSP_GGML_TYPE_F32, 8);
+        wsp_ggml_set_f32(a, 1.0f);
+        struct wsp_ggml_cgraph * hg = wsp_ggml_new_graph(hctx);
+        wsp_ggml_build_forward_expand(hg, wsp_ggml_gelu(hctx, a));
+        wsp_ggml_backend_graph_compute(cpu, hg);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

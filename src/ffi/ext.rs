@@ -6,7 +6,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use super::{graph, sched, tensor, wsp_ggml_backend_sched_t};
+use super::{graph, sched, sched_ref, tensor, wsp_ggml_backend_sched_t};
 use crate::backend::{wsp_ggml_backend_t, BackendRef};
 use crate::fatal::{fatal, guard};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor};
@@ -68,13 +68,13 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_splits";
-    guard(func, || self::sched(sched, func).n_splits() as c_int)
+    guard(func, || sched_ref(sched, func).n_splits() as c_int)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_backends";
-    guard(func, || self::sched(sched, func).n_backends() as c_int)
+    guard(func, || sched_ref(sched, func).n_backends() as c_int)
 }
 
 /// The backend at priority index `i` (aborts if out of range).
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_b
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_backend";
     guard(func, || {
-        let s = self::sched(sched, func);
+        let s = sched_ref(sched, func);
         let b = usize::try_from(i).ok().and_then(|i| s.backend(i));
         b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{})", s.n_backends()))).as_ptr()
     })
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 ) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_tensor_backend";
     guard(func, || {
-        let s = self::sched(sched, func);
+        let s = sched_ref(sched, func);
         s.tensor_backend(tensor(node, func, "node")).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_sched_get_buffer_size";
-    guard(func, || self::sched(sched, func).buffer_size(BackendRef::arg(backend, func, "backend"), func))
+    guard(func, || sched_ref(sched, func).buffer_size(BackendRef::arg(backend, func, "backend"), func))
 }
 
 /// Forget set_node_backend assignments and the last split graph.
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let s = self::sched(sched, func);
+        let s = sched_ref(sched, func);
         let Some((backend, i_start, i_end, n_inputs, st)) = usize::try_from(i_split).ok().and_then(|i| s.split_info(i)) else {
             return false;
         };
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let s = self::sched(sched, func);
+        let s = sched_ref(sched, func);
         let Some(st) = s.backend_stats(BackendRef::arg(backend, func, "backend")) else { return false };
         let out = wsp_ggml_backend_sched_backend_stats {
             n_splits: st.n_splits as c_int,

@@ -37,13 +37,34 @@ fn graph(g: *mut wsp_ggml_cgraph, func: &str, arg: &str) -> GraphRef {
     GraphRef::new(g).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
 }
 
+/// A scheduler to change. Aborts when called from inside one of its own
+/// computes' callbacks (the evaluation callback, or a backend's): the
+/// compute is using the scheduler.
 fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a mut Sched {
+    let p = sched_ptr(s, func);
+    // SAFETY: a live scheduler (sched_ptr); the flag is read through the raw
+    // pointer, before any reference is made.
+    if unsafe { Sched::computing(p) } {
+        fatal(func, "called from inside the evaluation callback (or another callback of a compute on this scheduler)");
+    }
+    // SAFETY: non-NULL scheduler handles come from Box<Sched> in sched_new;
+    // the C contract gives the caller exclusive use during the call, and no
+    // compute of it is running (checked above).
+    unsafe { &mut *p }
+}
+
+/// A scheduler to read: also allowed from inside its compute's callbacks
+/// (the compute holds no reference to it while a callback runs).
+fn sched_ref<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a Sched {
+    // SAFETY: as in `sched`; shared with the compute that may be running.
+    unsafe { &*sched_ptr(s, func) }
+}
+
+fn sched_ptr(s: wsp_ggml_backend_sched_t, func: &str) -> *mut Sched {
     if s.is_null() {
         fatal(func, "argument 'sched' is NULL");
     }
-    // SAFETY: non-NULL scheduler handles come from Box<Sched> in sched_new;
-    // the C contract gives the caller exclusive use during the call.
-    unsafe { &mut *s.cast::<Sched>() }
+    s.cast::<Sched>()
 }
 
 //
@@ -288,8 +309,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
 
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sched_t) {
-    guard("wsp_ggml_backend_sched_free", || {
+    let func = "wsp_ggml_backend_sched_free";
+    guard(func, || {
         if !sched.is_null() {
+            let _ = self::sched(sched, func); // not from inside its own compute
             // SAFETY: made by Box::into_raw in sched_new; freed once.
             drop(unsafe { Box::from_raw(sched.cast::<Sched>()) });
         }
@@ -315,7 +338,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(sched: wsp_ggml_back
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_sched_get_buffer";
-    guard(func, || self::sched(sched, func).get_buffer(BackendRef::arg(backend, func, "backend"), func))
+    guard(func, || self::sched_ref(sched, func).get_buffer(BackendRef::arg(backend, func, "backend"), func))
 }
 
 /// Assign `node` to `backend` for the next compute (the original ignored this).
@@ -337,8 +360,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_graph_compute";
     guard(func, || {
-        let s = self::sched(sched, func);
-        s.graph_compute(self::graph(graph, func, "graph"))
+        let s: *mut Sched = self::sched(sched, func);
+        let graph = self::graph(graph, func, "graph");
+        // SAFETY: a live scheduler, not computing (checked by `sched`).
+        unsafe { Sched::graph_compute(s, graph) }
     })
 }
 

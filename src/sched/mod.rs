@@ -182,6 +182,9 @@ pub struct Sched {
     /// Compute allocators replaced by larger ones during a compute (fit.rs),
     /// alive until the next measure or `sched_free`.
     retired: Vec<wsp_ggml_tallocr_t>,
+    /// Splits are being computed: user code (callbacks, backends) may run
+    /// and call back in; only reads are allowed then (see ffi::sched).
+    computing: bool,
     pub(super) split_stats: Vec<SplitStats>,
     pub(super) backend_stats: Vec<BackendStats>,
     st: State,
@@ -211,6 +214,7 @@ impl Sched {
             user: HashMap::new(),
             eval_callback: None,
             retired: Vec::new(),
+            computing: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
             st: State::default(),
@@ -365,16 +369,44 @@ impl Sched {
         Some(self.backend_stats[i])
     }
 
-    /// `wsp_ggml_backend_sched_graph_compute`.
-    pub fn graph_compute(&mut self, graph: GraphRef) {
+    /// Whether the scheduler at `this` is computing splits right now.
+    ///
+    /// # Safety
+    /// `this` points to a live scheduler.
+    pub unsafe fn computing(this: *const Sched) -> bool {
+        // SAFETY: the caller's; a plain read through the raw pointer, which
+        // makes no reference that could alias the running compute's.
+        unsafe { core::ptr::addr_of!((*this).computing).read() }
+    }
+
+    /// `wsp_ggml_backend_sched_graph_compute`. Takes the scheduler by
+    /// pointer: while a backend computes or a callback runs, the compute
+    /// holds no reference to it, so that calls made from there can read it.
+    ///
+    /// # Safety
+    /// `this` points to a live scheduler that nothing else uses (the C
+    /// contract) and that is not computing.
+    pub unsafe fn graph_compute(this: *mut Sched, graph: GraphRef) {
         let func = "wsp_ggml_backend_sched_graph_compute";
-        check(self.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-        if self.split_graph(graph, func) {
-            self.ensure_fits(graph);
+        {
+            // SAFETY: the caller's.
+            let s = unsafe { &mut *this };
+            check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
+            if s.split_graph(graph, func) {
+                s.ensure_fits(graph);
+            }
+            s.alloc_splits(graph);
+            s.split_stats.clear();
+            s.split_stats.resize(s.st.splits.len(), SplitStats::default());
+            s.computing = true;
         }
-        self.alloc_splits(graph);
-        self.compute_splits(func);
-        self.finish();
+        // SAFETY: the caller's; each step below borrows the scheduler only
+        // while none of the user's code runs.
+        unsafe { Self::compute_splits(this, func) };
+        // SAFETY: as above; the compute is over.
+        let s = unsafe { &mut *this };
+        s.computing = false;
+        s.finish();
     }
 
     /// Reset allocators, restore the graph's sources, drop user assignments.
@@ -431,37 +463,46 @@ impl Sched {
         unsafe { ggml::wsp_ggml_gallocr_alloc_graph_n(self.galloc, &mut graph, hash_set, st.talloc.as_mut_ptr()) };
     }
 
-    fn compute_splits(&mut self, func: &str) {
-        self.split_stats.clear();
-        self.split_stats.resize(self.st.splits.len(), SplitStats::default());
+    /// # Safety
+    /// As for [`Sched::graph_compute`].
+    unsafe fn compute_splits(this: *mut Sched, func: &str) {
         // One clock read per phase boundary: a phase ends where the next begins.
         let mut now = Instant::now();
-        for k in 0..self.st.splits.len() {
-            let split = self.st.splits[k].clone();
-            let backend = self.backends[split.backend as usize];
-            let mut bytes = 0;
-            for i in split.inputs.clone() {
-                bytes += self.copy_input(i, backend, func);
-            }
-            let copied = Instant::now();
-            let stats = &mut self.backend_stats[split.backend as usize];
-            stats.n_splits += 1;
-            stats.n_copies += split.inputs.len() as u32;
-            stats.bytes_copied += bytes;
-            if !split.inputs.is_empty() {
-                stats.copy_ns += nanos(copied - now);
-            }
-            self.split_stats[k].bytes_copied = bytes;
-
-            let go_on = match self.eval_callback {
+        // SAFETY: the caller's (a read of the split count).
+        let n_splits = unsafe { (*this).st.splits.len() };
+        for k in 0..n_splits {
+            let (backend, mut view, eval, copied) = {
+                // SAFETY: the caller's; no user code runs in this block
+                // except the backends' tensor copies.
+                let s = unsafe { &mut *this };
+                let split = s.st.splits[k].clone();
+                let backend = s.backends[split.backend as usize];
+                let mut bytes = 0;
+                for i in split.inputs.clone() {
+                    bytes += s.copy_input(i, backend, func);
+                }
+                let copied = Instant::now();
+                let stats = &mut s.backend_stats[split.backend as usize];
+                stats.n_splits += 1;
+                stats.n_copies += split.inputs.len() as u32;
+                stats.bytes_copied += bytes;
+                if !split.inputs.is_empty() {
+                    stats.copy_ns += nanos(copied - now);
+                }
+                s.split_stats[k].bytes_copied = bytes;
+                (backend, s.st.split_graphs[k], s.eval_callback, copied)
+            };
+            let go_on = match eval {
                 None => {
-                    backend.graph_compute(&mut self.st.split_graphs[k]);
+                    backend.graph_compute(&mut view);
                     true
                 }
-                Some((cb, user_data)) => self.compute_observed(k, backend, cb, user_data as *mut core::ffi::c_void),
+                Some((cb, user_data)) => compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void),
             };
             now = Instant::now();
-            self.backend_stats[split.backend as usize].compute_ns += nanos(now - copied);
+            // SAFETY: the caller's; the backend and callbacks are done.
+            let s = unsafe { &mut *this };
+            s.backend_stats[s.st.splits[k].backend as usize].compute_ns += nanos(now - copied);
             if !go_on {
                 break;
             }
@@ -493,45 +534,6 @@ impl Sched {
         });
         tensor_copy(input, copy);
         input.nbytes()
-    }
-
-    /// Upstream's evaluation-callback protocol for split `k`: ask about each
-    /// node, compute in batches that end at an asked node, synchronise, then
-    /// show it. Returns false when the callback asked to stop.
-    fn compute_observed(&mut self, k: usize, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
-        let view = self.st.split_graphs[k];
-        let n = view.n_nodes.max(0) as usize;
-        let node_at = |j: usize| -> *mut wsp_ggml_tensor {
-            // SAFETY: j < n_nodes of the split's view into the caller's graph.
-            unsafe { *view.nodes.add(j) }
-        };
-        let mut j0 = 0;
-        while j0 < n {
-            let mut j1 = j0;
-            // SAFETY: the user's callback with a live node, as upstream calls it.
-            let mut need = unsafe { cb(node_at(j1), true, user_data) };
-            while !need && j1 + 1 < n {
-                j1 += 1;
-                // SAFETY: as above.
-                need = unsafe { cb(node_at(j1), true, user_data) };
-            }
-            let mut batch = view;
-            // SAFETY: j0 <= j1 < n, inside the view's node (and gradient) arrays.
-            unsafe {
-                batch.nodes = view.nodes.add(j0);
-                batch.grads = if view.grads.is_null() { view.grads } else { view.grads.add(j0) };
-            }
-            batch.n_nodes = (j1 + 1 - j0) as i32;
-            batch.size = batch.n_nodes;
-            backend.graph_compute(&mut batch);
-            backend.synchronize();
-            // SAFETY: as above.
-            if need && !unsafe { cb(node_at(j1), false, user_data) } {
-                return false;
-            }
-            j0 = j1 + 1;
-        }
-        true
     }
 
     /// Print the assignments and splits of the last split_graph to stderr.
@@ -605,6 +607,44 @@ impl Drop for Sched {
         // SAFETY: our own graph allocator, freed once.
         unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
     }
+}
+
+/// Upstream's evaluation-callback protocol for one split (`view`): ask about each
+/// node, compute in batches that end at an asked node, synchronise, then
+/// show it. Returns false when the callback asked to stop.
+fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
+    let n = view.n_nodes.max(0) as usize;
+    let node_at = |j: usize| -> *mut wsp_ggml_tensor {
+        // SAFETY: j < n_nodes of the split's view into the caller's graph.
+        unsafe { *view.nodes.add(j) }
+    };
+    let mut j0 = 0;
+    while j0 < n {
+        let mut j1 = j0;
+        // SAFETY: the user's callback with a live node, as upstream calls it.
+        let mut need = unsafe { cb(node_at(j1), true, user_data) };
+        while !need && j1 + 1 < n {
+            j1 += 1;
+            // SAFETY: as above.
+            need = unsafe { cb(node_at(j1), true, user_data) };
+        }
+        let mut batch = view;
+        // SAFETY: j0 <= j1 < n, inside the view's node (and gradient) arrays.
+        unsafe {
+            batch.nodes = view.nodes.add(j0);
+            batch.grads = if view.grads.is_null() { view.grads } else { view.grads.add(j0) };
+        }
+        batch.n_nodes = (j1 + 1 - j0) as i32;
+        batch.size = batch.n_nodes;
+        backend.graph_compute(&mut batch);
+        backend.synchronize();
+        // SAFETY: as above.
+        if need && !unsafe { cb(node_at(j1), false, user_data) } {
+            return false;
+        }
+        j0 = j1 + 1;
+    }
+    true
 }
 
 /// Name of an input copy: "<backend>#<source>", as the original names them
