@@ -544,6 +544,7 @@ struct bstate {
     int cur;          // position of the decision being applied
     int * dec_ent;    // [position] last pool entry a decision made, -1: none
     int n_leaf_ents;  // pool entries [0, n_leaf_ents) are the leafs
+    int count;        // tensors in the graph, at most
 };
 
 static int64_t nel(const struct wsp_ggml_tensor * t) {
@@ -1087,7 +1088,10 @@ static void alloc_input(struct bstate * S, int k) {
     }
 }
 
-static void build(struct bstate * S, const struct desc * ds, int block, bool track, enum input_mode in_mode, int graph_size) {
+// Build the first `limit` decisions of ds into a fresh context in block;
+// with expand, make the graph; S->count: tensors in the graph (at most).
+static void build_once(struct bstate * S, const struct desc * ds, int block, bool track, enum input_mode in_mode, int graph_size,
+                       int limit, bool expand) {
     memset(S, 0, sizeof(*S));
     struct wsp_ggml_init_params ip = { g_block_size, g_block[block], true };
     S->ctx = wsp_ggml_init(ip);
@@ -1123,7 +1127,7 @@ static void build(struct bstate * S, const struct desc * ds, int block, bool tra
     S->n_leaf_ents = S->n;
     S->dec_ent = (int *)malloc(sizeof(int) * (size_t)(ds->n > 0 ? ds->n : 1));
     CHECK(S->dec_ent != NULL);
-    for (int i = 0; i < ds->n; i++) {
+    for (int i = 0; i < limit; i++) {
         S->cur = i;
         int before = S->n;
         apply_dec(S, &ds->d[i]);
@@ -1157,6 +1161,10 @@ static void build(struct bstate * S, const struct desc * ds, int block, bool tra
         }
         S->outs[S->n_outs++] = out;
     }
+    S->count = S->n - S->n_leaf_ents + P.n_leafs;
+    if (!expand) {
+        return;
+    }
     for (int i = 0; i < S->n_outs; i++) {
         wsp_ggml_build_forward_expand(S->g, S->outs[i]);
     }
@@ -1185,6 +1193,33 @@ static void unbuild(struct bstate * S) {
     free(S->cnodes);
     wsp_ggml_free(S->ctx);
     memset(S, 0, sizeof(*S));
+}
+
+// Build a description (truncated if its graph would not fit graph_size).
+static void build(struct bstate * S, const struct desc * ds, int block, bool track, enum input_mode in_mode, int graph_size) {
+    int limit = ds->n;
+    if (4 * ds->n + 2 * P.n_leafs + 16 > graph_size) {
+        float saved[MAX_LEAFS];
+        for (;;) {
+            for (int i = 0; i < P.n_leafs; i++) {
+                saved[i] = P.leafs[i].bound;
+            }
+            build_once(S, ds, block, track, IN_NONE, graph_size, limit, false);
+            int count = S->count;
+            unbuild(S);
+            for (int i = 0; i < P.n_leafs; i++) {
+                P.leafs[i].bound = saved[i];
+            }
+            if (count <= graph_size - 4 || limit == 0) {
+                break;
+            }
+            limit = limit * 3 / 4;
+        }
+        if (limit < ds->n) {
+            printf("~ graph truncated to %d of %d decisions\n", limit, ds->n);
+        }
+    }
+    build_once(S, ds, block, track, in_mode, graph_size, limit, true);
 }
 
 // Row indices within the rows of every get_rows source that uses them.
@@ -1627,12 +1662,13 @@ int main(int argc, char ** argv) {
     print_plan();
     fflush(stdout);
 
+    // blocks for the largest graph the descriptions could make
     int max_tensors = 4 * P.dec_cap + P.n_leafs + 16;
-    g_graph_size = 64;
-    while (g_graph_size < 2 * max_tensors) {
-        g_graph_size *= 2;
+    int max_size = 64;
+    while (max_size < max_tensors) {
+        max_size *= 2;
     }
-    g_block_size = (size_t)max_tensors * wsp_ggml_tensor_overhead() + 2 * wsp_ggml_graph_overhead_custom((size_t)g_graph_size, false) + 65536;
+    g_block_size = (size_t)max_tensors * wsp_ggml_tensor_overhead() + 2 * wsp_ggml_graph_overhead_custom((size_t)max_size, false) + 65536;
     for (int i = 0; i < 3; i++) {
         g_block[i] = malloc(g_block_size);
         CHECK(g_block[i] != NULL);
@@ -1641,6 +1677,25 @@ int main(int argc, char ** argv) {
     setup_backends();
     setup_stores();
     setup_leafs();
+
+    // One graph size for every graph (the original sizes its hash table by
+    // the measure graph's), fitted to the first descriptions with some room
+    // to grow: the original's fixed tables (the 'causes' array among them)
+    // overflow beyond ~2000 tensors, and that should stay the exception.
+    {
+        int count = 0;
+        for (int gi = 0; gi < P.n_graphs; gi++) {
+            struct bstate S;
+            build_once(&S, &P.descs[gi], 0, false, IN_NONE, max_size, P.descs[gi].n, false);
+            count = S.count > count ? S.count : count;
+            unbuild(&S);
+        }
+        g_graph_size = 64;
+        while (g_graph_size < count + count / 4 + 16) {
+            g_graph_size *= 2;
+        }
+        printf("~ graph_size %d\n", g_graph_size);
+    }
 
     // init_measure with the first graph (draws happen in both modes)
     struct adraw pre = draw_assign();
