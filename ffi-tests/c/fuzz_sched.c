@@ -1069,6 +1069,23 @@ static void * g_block[3];
 static size_t g_block_size;
 static int g_graph_size;
 
+// ggml's asserts exit(1): an atexit handler says when that happened inside
+// one of the program's own allocations through sched_get_tallocr (a compute
+// buffer too small for what the program put in it), not inside the scheduler.
+static const char * volatile g_user_call;
+
+static void at_exit_report(void) {
+    if (g_user_call != NULL) {
+        fprintf(stderr, "fuzz: stopped inside the program's own call: %s\n", g_user_call);
+    }
+}
+
+static void user_tallocr_alloc(wsp_ggml_backend_t b, struct wsp_ggml_tensor * t, const char * what) {
+    g_user_call = what;
+    wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(g_sched, b), t);
+    g_user_call = NULL;
+}
+
 static void fill_talloc_input(struct wsp_ggml_tensor * t, int li) {
     struct leaf * L = &P.leafs[li];
     leaf_fill_shadow(L);
@@ -1080,10 +1097,10 @@ static void alloc_input(struct bstate * S, int k) {
     int li = S->tin_leaf[k];
     if (S->in_mode == IN_MEASURE) {
         if (P.measure_inputs) {
-            wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(g_sched, g_bk[P.leafs[li].backend]), t);
+            user_tallocr_alloc(g_bk[P.leafs[li].backend], t, "tallocr_alloc of an input before init_measure");
         }
     } else if (S->in_mode == IN_COMPUTE) {
-        wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(g_sched, g_bk[P.leafs[li].backend]), t);
+        user_tallocr_alloc(g_bk[P.leafs[li].backend], t, "tallocr_alloc of an input before a compute");
         fill_talloc_input(t, li);
     }
 }
@@ -1299,7 +1316,7 @@ static void do_measure(const struct desc * ds, const struct adraw * pre, bool fi
         pad_ctx = make_ctx((size_t)P.nb + 1, false, true, 0);
         for (int b = 0; b < P.nb; b++) {
             struct wsp_ggml_tensor * pad = wsp_ggml_new_tensor_1d(pad_ctx, WSP_GGML_TYPE_I8, (int64_t)g_pad_bytes);
-            wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(g_sched, g_bk[b]), pad);
+            user_tallocr_alloc(g_bk[b], pad, "tallocr_alloc of the slack before init_measure");
         }
     }
     if (pre != NULL) {
@@ -1658,6 +1675,7 @@ int main(int argc, char ** argv) {
         }
     }
 
+    atexit(at_exit_report);
     plan_program(seed, nodes_max);
     print_plan();
     fflush(stdout);
