@@ -545,6 +545,10 @@ struct bstate {
     int * dec_ent;    // [position] last pool entry a decision made, -1: none
     int n_leaf_ents;  // pool entries [0, n_leaf_ents) are the leafs
     int count;        // tensors in the graph, at most
+    // the leafs' tracked bounds when the build started: decisions read
+    // these, so that a build that tracks (a compute) and one that does not
+    // (a measure) of the same description make the same graph
+    float lb[MAX_LEAFS];
 };
 
 static int64_t nel(const struct wsp_ggml_tensor * t) {
@@ -715,7 +719,7 @@ static bool inplace_ok(const struct bstate * S, const struct ent * e, enum wsp_g
 
 static void leaf_written(struct bstate * S, int owner, float bound) {
     if (owner >= 0 && S->track && P.leafs[owner].bound < bound) {
-        P.leafs[owner].bound = bound;
+        P.leafs[owner].bound = bound; // (read by the next builds)
     }
 }
 
@@ -758,7 +762,7 @@ static void apply_dec(struct bstate * S, const struct dec * d) {
             struct wsp_ggml_tensor * b = S->pool[ib].t;
             float ba = S->pool[ia].bound, bb = S->pool[ib].bound;
             enum wsp_ggml_op gop = o == O_ADD ? WSP_GGML_OP_ADD : WSP_GGML_OP_MUL;
-            bool inplace = want_inplace && inplace_ok(S, &S->pool[ia], gop) && bb <= 1.0f && P.leafs[S->pool[ia].owner].bound < 8.0f;
+            bool inplace = want_inplace && inplace_ok(S, &S->pool[ia], gop) && bb <= 1.0f && S->lb[S->pool[ia].owner] < 8.0f;
             use(S, ia);
             use(S, ib);
             struct wsp_ggml_tensor * t;
@@ -770,7 +774,7 @@ static void apply_dec(struct bstate * S, const struct dec * d) {
             float bound = o == O_ADD ? ba + bb : ba * bb;
             if (inplace) {
                 int owner = S->pool[ia].owner;
-                float lb = P.leafs[owner].bound + (o == O_ADD ? bb : 0.0f);
+                float lb = S->lb[owner] + (o == O_ADD ? bb : 0.0f);
                 leaf_written(S, owner, lb);
                 push(S, t, leaf_read_bound(), owner, true);
             } else {
@@ -1119,6 +1123,9 @@ static void build_once(struct bstate * S, const struct desc * ds, int block, boo
     CHECK(S->pool != NULL);
     S->track = track;
     S->in_mode = in_mode;
+    for (int i = 0; i < P.n_leafs; i++) {
+        S->lb[i] = P.leafs[i].bound;
+    }
     for (int i = 0; i < MAX_LEAFS; i++) {
         S->leaf_ent[i] = -1;
         S->idx_m[i] = INT64_MAX;
@@ -1292,6 +1299,7 @@ static int apply_assign(const struct bstate * S, const struct adraw * a) {
 }
 
 static size_t g_pad_bytes;
+static void dump_graph(const struct wsp_ggml_cgraph * g, int step);
 
 // init_measure with the graph of description ds (sched mode only).
 static void do_measure(const struct desc * ds, const struct adraw * pre, bool first, bool pad) {
@@ -1323,6 +1331,7 @@ static void do_measure(const struct desc * ds, const struct adraw * pre, bool fi
         printf("~ measure assignments %d\n", apply_assign(&S, pre));
     }
     printf("~ measure nodes=%d leafs=%d\n", g->n_nodes, g->n_leafs);
+    dump_graph(g, -1);
     fflush(stdout);
     wsp_ggml_backend_sched_init_measure(g_sched, g);
     printf("~ measured pad=%zu buffers", pad ? g_pad_bytes : (size_t)0);
