@@ -99,6 +99,81 @@ pub struct wsp_ggml_gallocr {
     _private: [u8; 0],
 }
 pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
+
+/// The head of ggml-alloc's private `struct ggml_tallocr` (ggml-alloc.c of
+/// whisper.cpp 1.5, as shipped in whisper.rn 0.4.0-rc.4; the same with
+/// `GGML_ALLOCATOR_DEBUG`, which only appends fields). ggml-alloc has no call
+/// that says how much of a buffer its allocator has handed out since the last
+/// reset, and the scheduler needs exactly that for the caller's inputs in a
+/// compute buffer (`sched_get_tallocr`). Read only through
+/// [`tallocr_free_tail`], which checks it against what the public calls say.
+#[repr(C)]
+struct TallocrHead {
+    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    buffer_owned: bool,
+    base: *mut c_void,
+    alignment: usize,
+    n_free_blocks: c_int,
+    free_blocks: [FreeBlock; TALLOCR_MAX_FREE_BLOCKS],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FreeBlock {
+    addr: *mut c_void,
+    size: usize,
+}
+
+/// `MAX_FREE_BLOCKS` of ggml-alloc.c.
+const TALLOCR_MAX_FREE_BLOCKS: usize = 256;
+
+/// Where the free space at the end of a (non-measure) allocator's buffer
+/// starts, as an offset from the buffer's base: everything before it may be
+/// in use. `None` when the allocator does not look like the one described
+/// by [`TallocrHead`] (another ggml-alloc): the caller then has to assume
+/// what it can see.
+pub fn tallocr_free_tail(talloc: wsp_ggml_tallocr_t) -> Option<usize> {
+    if talloc.is_null() {
+        return None;
+    }
+    // SAFETY: a live allocator; the public calls only read it.
+    let (buffer, measure) = unsafe { (wsp_ggml_tallocr_get_buffer(talloc), wsp_ggml_tallocr_is_measure(talloc)) };
+    let buffer = crate::buffer::BufferRef::new(buffer)?;
+    if measure {
+        return None;
+    }
+    let head = talloc.cast::<TallocrHead>();
+    // SAFETY: `talloc` points to ggml-alloc's struct, of which TallocrHead
+    // is the prefix; fields are read by value through the raw pointer (no
+    // reference to memory ggml-alloc owns). The block read is within the
+    // array once n is checked.
+    let (b, base, alignment, n) = unsafe {
+        (
+            core::ptr::addr_of!((*head).buffer).read(),
+            core::ptr::addr_of!((*head).base).read(),
+            core::ptr::addr_of!((*head).alignment).read(),
+            core::ptr::addr_of!((*head).n_free_blocks).read(),
+        )
+    };
+    let start = buffer.base() as usize;
+    let end = start.checked_add(buffer.size())?;
+    let n = usize::try_from(n).ok()?;
+    if b != buffer.as_ptr() || base as usize != start || alignment != buffer.alignment() || n > TALLOCR_MAX_FREE_BLOCKS {
+        return None;
+    }
+    if n == 0 {
+        return Some(end - start); // full
+    }
+    // SAFETY: n - 1 < TALLOCR_MAX_FREE_BLOCKS, inside the struct.
+    let last = unsafe { core::ptr::addr_of!((*head).free_blocks[n - 1]).read() };
+    let addr = last.addr as usize;
+    if addr < start || addr > end || end - addr < last.size {
+        return None;
+    }
+    // The free blocks are sorted by address: the last one either reaches
+    // the end of the buffer, or the buffer's tail is in use.
+    Some(if addr + last.size == end { addr - start } else { end - start })
+}
 pub type wsp_ggml_gallocr_t = *mut wsp_ggml_gallocr;
 
 const _: () = {

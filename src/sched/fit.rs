@@ -70,10 +70,11 @@ impl Sched {
     pub(super) fn ensure_fits(&mut self, graph: GraphRef) {
         let real = self.tallocs.clone();
         let mut stand_ins = Vec::with_capacity(real.len());
+        let held: Vec<usize> = (0..real.len()).map(|i| self.occupied(i)).collect();
         for (i, &t) in real.iter().enumerate() {
             // SAFETY: our live allocator.
             let buffer = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) }).expect("an allocator has a buffer");
-            let held_size = self.occupied(i);
+            let held_size = held[i];
             let ctx = Box::into_raw(Box::new(StandIn { real: buffer, held: ggml::zeroed_tensor(), held_size }));
             let b = buffer_init(self.backends[i].as_ptr(), STAND_IN_I, ctx.cast(), usize::MAX / 2);
             // SAFETY: an allocator over our stand-in (it does not own it), freed below.
@@ -112,6 +113,7 @@ impl Sched {
             drop(unsafe { Box::from_raw(ctx) });
         }
         self.tallocs = real;
+        self.fit_for = Some(held);
         for (i, &need) in needs.iter().enumerate() {
             if need > self.buffer_sizes[i] {
                 let size = need.max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
@@ -128,6 +130,12 @@ impl Sched {
                 self.buffer_sizes[i] = size;
             }
         }
+    }
+
+    /// Whether the split, reused, still fits: it was checked since the last
+    /// measure, and the caller holds no more of any compute buffer than then.
+    pub(super) fn fits_as_before(&self) -> bool {
+        self.fit_for.as_ref().is_some_and(|held| held.iter().enumerate().all(|(i, &h)| self.occupied(i) <= h))
     }
 
     /// Allocate the split graph with the current allocators (measure or
@@ -149,14 +157,21 @@ impl Sched {
         self.tallocs.iter().map(|&t| unsafe { ggml::wsp_ggml_tallocr_max_size(t) }).collect()
     }
 
-    /// Bytes at the start of backend `i`'s compute buffer that inputs of
-    /// this graph already hold (allocated by the caller through
-    /// `sched_get_tallocr`): ggml-alloc places the split after them.
+    /// Bytes at the start of backend `i`'s compute buffer that the caller
+    /// already holds (inputs allocated through `sched_get_tallocr` since the
+    /// last reset): ggml-alloc places the split after them.
     pub(super) fn occupied(&self, i: usize) -> usize {
+        let talloc = self.tallocs[i];
         // SAFETY: our live allocator.
-        let Some(buffer) = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(self.tallocs[i]) }) else {
+        let Some(buffer) = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) }) else {
             return 0;
         };
+        // Exact: where the allocator's free space starts. It also counts
+        // what the caller allocated there for tensors this graph does not use.
+        if let Some(used) = ggml::tallocr_free_tail(talloc) {
+            return used;
+        }
+        // Another ggml-alloc: what the graph shows.
         let base = buffer.base() as usize;
         let align = buffer.alignment().max(1);
         // ggml-alloc starts at the first aligned address of the buffer

@@ -182,6 +182,9 @@ pub struct Sched {
     /// Compute allocators replaced by larger ones during a compute (fit.rs),
     /// alive until the next measure or `sched_free`.
     retired: Vec<wsp_ggml_tallocr_t>,
+    /// What each compute buffer held for the caller when the current split
+    /// was last checked to fit (fit.rs); None: not checked since the measure.
+    fit_for: Option<Vec<usize>>,
     /// Splits are being computed: user code (callbacks, backends) may run
     /// and call back in; only reads are allowed then (see ffi::sched).
     computing: bool,
@@ -214,6 +217,7 @@ impl Sched {
             user: HashMap::new(),
             eval_callback: None,
             retired: Vec::new(),
+            fit_for: None,
             computing: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
@@ -306,6 +310,7 @@ impl Sched {
             self.buffer_sizes[i] = size;
         }
         self.free_retired();
+        self.fit_for = None;
         self.measured = true;
         self.finish();
     }
@@ -392,7 +397,8 @@ impl Sched {
             // SAFETY: the caller's.
             let s = unsafe { &mut *this };
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            if s.split_graph(graph, func) {
+            let fresh = s.split_graph(graph, func);
+            if fresh || !s.fits_as_before() {
                 s.ensure_fits(graph);
             }
             s.alloc_splits(graph);
