@@ -59,6 +59,27 @@ unsafe extern "C" fn stand_in_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, 
     })
 }
 
+/// Whether a split that reached `need` bytes over a stand-in (a buffer
+/// without end) is allocated the same way in a real buffer of `size` bytes.
+///
+/// Only if it ends strictly before the buffer's end: then the real
+/// allocator's last free block never runs out, and every choice ggml-alloc
+/// makes (best fit among the other blocks, the last block as a last resort,
+/// merges on free) is the same as over the stand-in. In a buffer of exactly
+/// `need` bytes the last block can run out, a later free then makes another
+/// block the last resort, and the choices, and the fit, can differ: the
+/// original's compute fails that way on some graphs in buffers measured for
+/// them.
+pub(super) fn fits(need: usize, size: usize) -> bool {
+    need < size
+}
+
+/// The buffer size for a split that needs `need` bytes (see [`fits`]): one
+/// alignment unit more.
+pub(super) fn size_for(need: usize, backend: crate::backend::BackendRef) -> usize {
+    need.saturating_add(backend.alignment().max(1))
+}
+
 impl Sched {
     /// Measure the split just made and grow the compute buffers too small for it.
     ///
@@ -113,10 +134,13 @@ impl Sched {
             drop(unsafe { Box::from_raw(ctx) });
         }
         self.tallocs = real;
+        if self.debug {
+            eprintln!("wsp_ggml_backend_sched: fit check: the caller holds {held:?}, the split needs {needs:?}, the buffers have {:?} bytes", self.buffer_sizes);
+        }
         self.fit_for = Some(held);
         for (i, &need) in needs.iter().enumerate() {
-            if need > self.buffer_sizes[i] {
-                let size = need.max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
+            if !fits(need, self.buffer_sizes[i]) {
+                let size = size_for(need, self.backends[i]).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
                 if self.debug {
                     eprintln!(
                         "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",

@@ -290,7 +290,7 @@ impl Sched {
             let measure = self.tallocs[i];
             // SAFETY: our measure allocator; freed once here.
             unsafe { ggml::wsp_ggml_tallocr_free(measure) };
-            let mut size = measured;
+            let mut need = measured;
             if let Some(&old) = kept.get(i) {
                 // As the original, which measured again with the real
                 // allocators: the most this buffer held since it was made,
@@ -298,13 +298,14 @@ impl Sched {
                 self.tallocs[i] = old;
                 // SAFETY: our live allocator.
                 let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
-                size = self.occupied(i).saturating_add(measured).max(held);
-                if size == self.buffer_sizes[i] {
-                    continue; // large enough already
+                need = self.occupied(i).saturating_add(measured).max(held);
+                if fit::fits(need, self.buffer_sizes[i]) {
+                    continue; // large enough already; never shrinks
                 }
                 // SAFETY: our previous real allocator, replaced below.
                 unsafe { ggml::wsp_ggml_tallocr_free(old) };
             }
+            let size = fit::size_for(need, self.backends[i]);
             // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
             self.tallocs[i] = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
             self.buffer_sizes[i] = size;
