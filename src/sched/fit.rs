@@ -82,13 +82,68 @@ pub(super) fn size_for(need: usize, backend: crate::backend::BackendRef) -> usiz
 
 impl Sched {
     /// Measure the split just made and grow the compute buffers too small for it.
+    pub(super) fn ensure_fits(&mut self, graph: GraphRef) {
+        let mut grown = vec![false; self.tallocs.len()];
+        // A buffer that grew starts empty (the caller's inputs stay in the
+        // old one), so ggml-alloc's choices change: measure again. The second
+        // measure fits or names a final size (an empty buffer's need does
+        // not depend on its size), so this ends by the third.
+        for _ in 0..4 {
+            let (held, needs) = self.measure_over_stand_ins(graph);
+            if self.debug {
+                eprintln!(
+                    "wsp_ggml_backend_sched: fit check: the caller holds {held:?}, the split needs {needs:?}, the buffers have {:?} bytes",
+                    self.buffer_sizes
+                );
+            }
+            if needs.iter().zip(&self.buffer_sizes).all(|(&need, &size)| fits(need, size)) {
+                self.fit_for = Some(held);
+                return;
+            }
+            for (i, &need) in needs.iter().enumerate() {
+                if !fits(need, self.buffer_sizes[i]) {
+                    self.grow(i, need, grown[i]);
+                    grown[i] = true;
+                }
+            }
+        }
+        unreachable!("the compute buffers fit the split after growing twice");
+    }
+
+    /// Replace compute buffer `i` by one that fits `need`, at least half
+    /// again as large. The old allocator is retired (the caller may hold it,
+    /// or tensors in it), unless this compute made it (`made_here`).
+    fn grow(&mut self, i: usize, need: usize, made_here: bool) {
+        let size = size_for(need, self.backends[i]).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
+        if self.debug {
+            eprintln!(
+                "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",
+                self.backends[i].name_lossy(),
+                self.buffer_sizes[i]
+            );
+        }
+        // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
+        let new = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
+        let old = std::mem::replace(&mut self.tallocs[i], new);
+        if made_here {
+            // SAFETY: made by this compute's previous growth, never handed
+            // out, holds no tensor after alloc_and_undo; freed once.
+            unsafe { ggml::wsp_ggml_tallocr_free(old) };
+        } else {
+            self.retired.push(old);
+        }
+        self.buffer_sizes[i] = size;
+    }
+
+    /// What the caller holds of each compute buffer, and how far into each
+    /// ggml-alloc would go to allocate the split.
     ///
     /// The measure mirrors the real allocation: each stand-in starts with a
     /// block as large as what the caller allocated in the real buffer, and
     /// the tensors in the real buffer are moved to the same offsets in the
     /// stand-in for the duration (ggml-alloc computes in place on, and frees,
     /// the tensors of its own buffer).
-    pub(super) fn ensure_fits(&mut self, graph: GraphRef) {
+    fn measure_over_stand_ins(&mut self, graph: GraphRef) -> (Vec<usize>, Vec<usize>) {
         let real = self.tallocs.clone();
         let mut stand_ins = Vec::with_capacity(real.len());
         let held: Vec<usize> = (0..real.len()).map(|i| self.occupied(i)).collect();
@@ -134,26 +189,7 @@ impl Sched {
             drop(unsafe { Box::from_raw(ctx) });
         }
         self.tallocs = real;
-        if self.debug {
-            eprintln!("wsp_ggml_backend_sched: fit check: the caller holds {held:?}, the split needs {needs:?}, the buffers have {:?} bytes", self.buffer_sizes);
-        }
-        self.fit_for = Some(held);
-        for (i, &need) in needs.iter().enumerate() {
-            if !fits(need, self.buffer_sizes[i]) {
-                let size = size_for(need, self.backends[i]).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
-                if self.debug {
-                    eprintln!(
-                        "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",
-                        self.backends[i].name_lossy(),
-                        self.buffer_sizes[i]
-                    );
-                }
-                // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
-                let new = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
-                self.retired.push(std::mem::replace(&mut self.tallocs[i], new));
-                self.buffer_sizes[i] = size;
-            }
-        }
+        (held, needs)
     }
 
     /// Whether the split, reused, still fits: it was checked since the last
