@@ -286,11 +286,65 @@ static void part_rejected_assignment(void) {
     env_free(&e);
 }
 
+// 6. An input in plain host memory (a context with its own data, no buffer)
+// used on both backends, directly and through a view: the splits copy it
+// from that memory (the original stopped: "input has no buffer").
+static struct wsp_ggml_tensor * build_host(struct wsp_ggml_context * ctx, struct wsp_ggml_tensor * const w[2],
+                                           struct wsp_ggml_tensor * xh) {
+    struct wsp_ggml_tensor * v = wsp_ggml_view_2d(ctx, xh, N, M / 2, xh->nb[1], xh->nb[1] * (M / 2));
+    struct wsp_ggml_tensor * a = wsp_ggml_mul_mat(ctx, w[0], xh);
+    struct wsp_ggml_tensor * b = wsp_ggml_mul_mat(ctx, w[1], xh);
+    struct wsp_ggml_tensor * c = wsp_ggml_mul_mat(ctx, w[1], v);
+    return wsp_ggml_add(ctx, wsp_ggml_add(ctx, a, b), wsp_ggml_repeat(ctx, c, a));
+}
+
+static void part_host_input(void) {
+    struct env e;
+    env_init(&e, eu_tb("FIT_H", NULL), su_cpu_backend());
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
+    struct ref r;
+    r.ctx = su_host_ctx(1 << 20);
+    struct wsp_ggml_tensor * rw[2];
+    for (int k = 0; k < 2; k++) {
+        rw[k] = wsp_ggml_new_tensor_2d(r.ctx, WSP_GGML_TYPE_F32, N, N);
+        wsp_ggml_backend_tensor_get(e.w[k], rw[k]->data, 0, wsp_ggml_nbytes(rw[k]));
+    }
+    struct wsp_ggml_tensor * rx = wsp_ggml_new_tensor_2d(r.ctx, WSP_GGML_TYPE_F32, N, M);
+    memcpy(rx->data, e.xdata, sizeof(e.xdata));
+    r.out = build_host(r.ctx, rw, rx);
+    struct wsp_ggml_cgraph * rg = wsp_ggml_new_graph(r.ctx);
+    wsp_ggml_build_forward_expand(rg, r.out);
+    su_ref_compute(rg, 1);
+    struct wsp_ggml_context * hctx = su_host_ctx(1 << 16);
+    struct wsp_ggml_tensor * xh = wsp_ggml_new_tensor_2d(hctx, WSP_GGML_TYPE_F32, N, M);
+    memcpy(xh->data, e.xdata, sizeof(e.xdata));
+    bool ok = true;
+    for (int k = 0; k < 3; k++) {
+        struct wsp_ggml_context * ctx = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
+        struct wsp_ggml_tensor * out = build_host(ctx, e.w, xh);
+        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+        wsp_ggml_build_forward_expand(g, out);
+        if (k == 0) {
+            wsp_ggml_backend_sched_init_measure(sched, g);
+        } else {
+            wsp_ggml_backend_sched_graph_compute(sched, g);
+            ok = ok && su_same(out, r.out) && wsp_ggml_backend_sched_get_n_splits(sched) > 1;
+        }
+        wsp_ggml_free(ctx);
+    }
+    EU_EXPECT("fits_input_in_host_memory", ok, "output differs from ggml.c alone, or one split only");
+    wsp_ggml_free(hctx);
+    wsp_ggml_free(r.ctx);
+    wsp_ggml_backend_sched_free(sched);
+    env_free(&e);
+}
+
 int main(void) {
     part_larger_graph();
     part_user_assignments();
     part_supports_moves();
     part_cpy_fresh();
     part_rejected_assignment();
+    part_host_input();
     return eu_finish();
 }

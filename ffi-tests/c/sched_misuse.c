@@ -17,7 +17,6 @@ static const char * const CASES[] = {
     "null_sched_compute",
     "null_graph",
     "no_preallocated_tensor",
-    "split_input_without_buffer",
     "n_backends_zero",
     "n_backends_negative",
     "null_backends_array",
@@ -132,25 +131,6 @@ static int run_case(const char * name) {
         wsp_ggml_build_forward_expand(g, wsp_ggml_add(ctx, wsp_ggml_gelu(ctx, wsp_ggml_mul_mat(ctx, w, x)), x));
         announce(name);
         wsp_ggml_backend_sched_graph_compute(e.sched, g);
-    } else if (strcmp(name, "split_input_without_buffer") == 0) {
-        // xh lives in plain ggml context memory (no backend buffer) and is
-        // used on both backends: the split on the second one needs a copy of
-        // a tensor that has no buffer and is not a view (the original exit(1)s).
-        e.sched = wsp_ggml_backend_sched_new(e.backends, 2);
-        struct wsp_ggml_context * hctx = make_ctx(2, false, false, 4096);
-        struct wsp_ggml_tensor * xh = wsp_ggml_new_tensor_2d(hctx, WSP_GGML_TYPE_F32, N, 2);
-        memset(xh->data, 0, wsp_ggml_nbytes(xh));
-        struct wsp_ggml_cgraph * gs[2];
-        struct wsp_ggml_context * ctxs[2];
-        for (int k = 0; k < 2; k++) {
-            ctxs[k] = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
-            gs[k] = wsp_ggml_new_graph(ctxs[k]);
-            wsp_ggml_build_forward_expand(gs[k], wsp_ggml_mul_mat(ctxs[k], e.w, xh)); // on MIS_A (w is there)
-            wsp_ggml_build_forward_expand(gs[k], wsp_ggml_add(ctxs[k], e.x, xh));     // on the CPU (x is there)
-        }
-        wsp_ggml_backend_sched_init_measure(e.sched, gs[0]);
-        announce(name);
-        wsp_ggml_backend_sched_graph_compute(e.sched, gs[1]);
     } else if (strcmp(name, "n_backends_zero") == 0) {
         announce(name);
         wsp_ggml_backend_sched_t s = wsp_ggml_backend_sched_new(e.backends, 0);

@@ -17,7 +17,9 @@ use core::ffi::c_void;
 
 use super::Sched;
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
-use crate::ggml::{self, wsp_ggml_tensor, GraphRef, Placement, TensorRef};
+use super::table;
+use crate::fatal::check;
+use crate::ggml::{self, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, Placement, TensorRef};
 
 /// Where stand-in memory starts (plus the real base's misalignment): never
 /// dereferenced, only offset from.
@@ -57,6 +59,21 @@ unsafe extern "C" fn stand_in_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, 
         }
         TensorRef::new(tensor).map_or(0, |t| stand_in.real.alloc_size(t))
     })
+}
+
+/// The inert allocator's buffer: no memory, no size, no tensor callbacks.
+/// Its context is its base (the backend's alignment, so aligned).
+static INERT_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
+    free_buffer: None,
+    get_base: Some(inert_get_base),
+    get_alloc_size: None,
+    init_tensor: None,
+    free_tensor: None,
+};
+
+unsafe extern "C" fn inert_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
+    // SAFETY: ggml-alloc calls this on our inert buffer.
+    unsafe { (*buffer).context }
 }
 
 /// Whether a split that reached `need` bytes over a stand-in (a buffer
@@ -249,6 +266,78 @@ impl Sched {
                 (t.data() as usize).saturating_sub(base).saturating_add(size)
             })
             .fold(start, usize::max)
+    }
+
+    /// Fill the table of allocators ggml-alloc uses for each tensor (for a
+    /// new split, or new allocators), and check that every tensor ggml-alloc
+    /// will reach has one: it dereferences them unchecked.
+    pub(super) fn fill_talloc(&mut self, graph: GraphRef) {
+        // Host memory (data, no buffer) gets the inert allocator: ggml-alloc
+        // only asks it whether the tensor is its own (never) before freeing,
+        // and initialises views of it. Without memory or backend: none.
+        let in_host = |t: *mut wsp_ggml_tensor| TensorRef::new(t).is_some_and(|t| !t.data().is_null() && t.buffer().is_null());
+        let st = &self.st;
+        if self.inert.is_null() && st.table.info.iter().zip(st.table.keys()).any(|(i, &t)| i.assign == table::NO_BACKEND && in_host(t)) {
+            self.inert = self.new_inert();
+        }
+        let st = &mut self.st;
+        st.talloc = st.table.info.iter().zip(st.table.keys()).map(|(info, &t)| match info.assign {
+            table::NO_BACKEND if in_host(t) => self.inert,
+            table::NO_BACKEND => core::ptr::null_mut(),
+            a => self.tallocs[a as usize],
+        }).collect();
+        st.talloc_from.clone_from(&self.tallocs);
+        self.check_talloc(graph);
+    }
+
+    /// Every tensor ggml-alloc reaches (split nodes, their sources, and the
+    /// view sources of both, which it allocates, initialises or frees) has
+    /// an allocator.
+    fn check_talloc(&self, graph: GraphRef) {
+        let st = &self.st;
+        let has = |t: TensorRef| st.table.find(t.as_ptr()).is_some_and(|s| !st.talloc[s as usize].is_null());
+        for split in &st.splits {
+            for i in split.i_start..split.i_end {
+                let node = graph.node(i);
+                for t in core::iter::once(node).chain(node.srcs().map(|(_, s)| s)) {
+                    for t in core::iter::once(t).chain(t.view_src()) {
+                        check(has(t), "wsp_ggml_backend_sched_graph_compute", || {
+                            format!(
+                                "tensor '{}' (reached from node '{}') has no memory and no backend to allocate it on",
+                                t.name_lossy(),
+                                node.name_lossy()
+                            )
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A ggml-alloc allocator over an inert buffer (no memory, size 0).
+    fn new_inert(&self) -> wsp_ggml_tallocr_t {
+        // get_alignment is asked of the buffer's backend; its base is the
+        // alignment itself, so aligned, and never dereferenced.
+        let backend = self.backends[0];
+        let base = backend.alignment().max(1) as *mut c_void;
+        let b = buffer_init(backend.as_ptr(), INERT_I, base, 0);
+        // SAFETY: an allocator over our inert buffer (it does not own it);
+        // both are freed by free_inert.
+        unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(b.as_ptr()) }
+    }
+
+    /// Free the inert allocator and its buffer, if made.
+    pub(super) fn free_inert(&mut self) {
+        if self.inert.is_null() {
+            return;
+        }
+        // SAFETY: our inert allocator, freed once (it does not own its buffer).
+        let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(self.inert) };
+        unsafe { ggml::wsp_ggml_tallocr_free(self.inert) };
+        self.inert = core::ptr::null_mut();
+        if let Some(b) = BufferRef::new(buffer) {
+            b.free();
+        }
     }
 
     /// Free the allocators that growth replaced.

@@ -185,6 +185,10 @@ pub struct Sched {
     /// What each compute buffer held for the caller when the current split
     /// was last checked to fit (fit.rs); None: not checked since the measure.
     fit_for: Option<Vec<usize>>,
+    /// Allocator for tensors in plain host memory (data, no buffer): ggml-alloc
+    /// asks every source's allocator whether the source is its own before it
+    /// frees it, and never allocates there (fit.rs). NULL until needed.
+    inert: wsp_ggml_tallocr_t,
     /// Splits are being computed: user code (callbacks, backends) may run
     /// and call back in; only reads are allowed then (see ffi::sched).
     computing: bool,
@@ -218,6 +222,7 @@ impl Sched {
             eval_callback: None,
             retired: Vec::new(),
             fit_for: None,
+            inert: std::ptr::null_mut(),
             computing: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
@@ -428,16 +433,10 @@ impl Sched {
 
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
     fn alloc_splits(&mut self, graph: GraphRef) {
-        let st = &mut self.st;
-        if st.talloc_from != self.tallocs {
-            // New split, or new allocators (measure -> compute): refill, at
-            // exactly the table's size (extending could double the capacity).
-            st.talloc = st.table.info.iter().map(|info| match info.assign {
-                table::NO_BACKEND => std::ptr::null_mut(),
-                a => self.tallocs[a as usize],
-            }).collect();
-            st.talloc_from.clone_from(&self.tallocs);
+        if self.st.talloc_from != self.tallocs {
+            self.fill_talloc(graph);
         }
+        let st = &mut self.st;
         // The graph for ggml-alloc: each split's input copies, then its nodes
         // (only needed for this call), straight from the graph that was just
         // split or checked (node i is in slot st.nodes[i].slot).
@@ -522,21 +521,31 @@ impl Sched {
         let input = self.st.table.tensor(input_slot);
         let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
         if input.buffer().is_null() {
-            let Some(view_src) = input.view_src() else {
-                fatal(func, &format!("split input '{}' has no buffer and is not a view", input.name_lossy()))
-            };
-            input.init_view_from_src(view_src);
-            let owner = tensor_backend(input).unwrap_or_else(|| {
-                fatal(func, &format!("split input '{}' is a view of a tensor without a backend", input.name_lossy()))
-            });
-            let buffer = self.get_buffer(owner, func);
-            if let Some(buffer) = BufferRef::new(buffer) {
-                buffer.init_tensor(input);
+            if let Some(view_src) = input.view_src() {
+                // A view not initialised yet (as the original does it).
+                input.init_view_from_src(view_src);
+                if let Some(owner) = tensor_backend(input) {
+                    if let Some(buffer) = BufferRef::new(self.get_buffer(owner, func)) {
+                        buffer.init_tensor(input);
+                    }
+                }
             }
         }
         let copy_backend = tensor_backend(copy)
             .unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
-        check(tensor_backend(input) != Some(copy_backend) && copy_backend == backend, func, || {
+        check(copy_backend == backend, func, || format!("the copy of split input '{}' is not on its split's backend", input.name_lossy()));
+        if input.buffer().is_null() {
+            // Plain host memory (a tensor or a view of one whose data the
+            // caller set): the original stopped ("has no buffer"), though the
+            // bytes are right there. Copied as tensor_copy copies from a host
+            // buffer.
+            check(!input.data().is_null(), func, || {
+                format!("split input '{}' has no memory (no buffer, no data, not a view)", input.name_lossy())
+            });
+            crate::backend::tensor_set(copy, input.data(), 0, input.nbytes());
+            return input.nbytes();
+        }
+        check(tensor_backend(input) != Some(copy_backend), func, || {
             format!("split input '{}' is not on another backend than its split", input.name_lossy())
         });
         tensor_copy(input, copy);
@@ -607,6 +616,7 @@ impl Drop for Sched {
         // Leave the user's graph as it was even if dropped mid-way.
         self.st.unpatch();
         self.free_retired();
+        self.free_inert();
         for &t in &self.tallocs {
             // SAFETY: our own allocators, freed once.
             unsafe { ggml::wsp_ggml_tallocr_free(t) };
