@@ -414,21 +414,18 @@ fn check_all(seeds: &[(u64, u32)]) {
 // many small programs, fewer medium and large ones.
 
 #[test]
-#[ignore = "known divergences of the current library (issue 11, closing note of session 4): run with --ignored"]
 fn fuzz_fixed_seeds_small() {
     let seeds: Vec<(u64, u32)> = (1..=1000).map(|s| (s, 60)).collect();
     check_all(&seeds);
 }
 
 #[test]
-#[ignore = "known divergences of the current library (issue 11, closing note of session 4): run with --ignored"]
 fn fuzz_fixed_seeds_medium() {
     let seeds: Vec<(u64, u32)> = (1000..=1299).map(|s| (s, 400)).collect();
     check_all(&seeds);
 }
 
 #[test]
-#[ignore = "known divergences of the current library (issue 11, closing note of session 4): run with --ignored"]
 fn fuzz_fixed_seeds_large() {
     let seeds: Vec<(u64, u32)> = (2000..=2099).map(|s| (s, 3000)).collect();
     check_all(&seeds);
@@ -438,7 +435,6 @@ fn fuzz_fixed_seeds_large() {
 /// Seeds whose program stops (by design: see check_seed) are skipped; at
 /// least 10 run.
 #[test]
-#[ignore = "known divergences of the current library (issue 11, closing note of session 4): run with --ignored"]
 fn fuzz_memcheck() {
     let ok = Command::new("valgrind").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     assert!(ok, "valgrind is not installed: run ./scripts/test (it installs it) or apt-get install valgrind");
