@@ -88,6 +88,34 @@ pub struct wsp_ggml_cplan {
     pub abort_callback_data: *mut c_void,
 }
 
+/// ggml's block size and type size of each type, packed (`blck << 16 |
+/// size`; 0: not asked yet): constants of the ggml linked in, asked once.
+static TYPE_SIZES: [core::sync::atomic::AtomicUsize; 32] = {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const UNKNOWN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    [UNKNOWN; 32]
+};
+
+/// (block size, type size) of ggml type `type_`; None for a type this
+/// cache does not hold (ggml is then asked per call).
+fn type_sizes(type_: c_int) -> Option<(u64, u64)> {
+    use core::sync::atomic::Ordering::Relaxed;
+    let slot = TYPE_SIZES.get(usize::try_from(type_).ok()?)?;
+    let mut packed = slot.load(Relaxed);
+    if packed == 0 {
+        // SAFETY: plain lookups in ggml's type table, for a type the
+        // caller's tensor has (as wsp_ggml_nbytes would do).
+        let (blck, size) = unsafe { (wsp_ggml_blck_size(type_), wsp_ggml_type_size(type_)) };
+        let blck = usize::try_from(blck).ok().filter(|&b| b > 0 && b < 1 << 15)?;
+        if size == 0 || size >= 1 << 16 {
+            return None;
+        }
+        packed = blck << 16 | size;
+        slot.store(packed, Relaxed);
+    }
+    Some(((packed >> 16) as u64, (packed & 0xffff) as u64))
+}
+
 /// Opaque `struct wsp_ggml_tallocr` (ggml-alloc.h).
 #[repr(C)]
 pub struct wsp_ggml_tallocr {
@@ -223,6 +251,8 @@ extern "C" {
     pub fn wsp_ggml_tallocr_new_from_buffer(buffer: *mut crate::buffer::wsp_ggml_backend_buffer) -> wsp_ggml_tallocr_t;
     pub fn wsp_ggml_tallocr_alloc(talloc: wsp_ggml_tallocr_t, tensor: *mut wsp_ggml_tensor);
     pub fn wsp_ggml_nbytes(tensor: *const wsp_ggml_tensor) -> usize;
+    pub fn wsp_ggml_blck_size(type_: c_int) -> c_int;
+    pub fn wsp_ggml_type_size(type_: c_int) -> usize;
     pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
     pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
     pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
@@ -295,9 +325,23 @@ impl TensorRef {
         // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.
         unsafe { (*self.as_ptr()).src[j] = t.as_ptr() }
     }
+    /// `wsp_ggml_nbytes`, computed here: the scheduler asks it of every
+    /// tensor on every compute (a reuse checks sizes), and a call into ggml
+    /// per tensor was a measurable part of that.
     pub fn nbytes(self) -> usize {
-        // SAFETY: wsp_ggml_nbytes only reads the tensor's type, ne and nb.
-        unsafe { wsp_ggml_nbytes(self.as_ptr()) }
+        let t = self.get();
+        let Some((blck, type_size)) = type_sizes(t.type_) else {
+            // SAFETY: wsp_ggml_nbytes only reads the tensor's type, ne and nb.
+            return unsafe { wsp_ggml_nbytes(self.as_ptr()) };
+        };
+        // As ggml computes it, in size_t arithmetic (wrapping like C's).
+        let dim = |i: usize| (t.ne[i] as u64).wrapping_sub(1).wrapping_mul(t.nb[i] as u64);
+        let first = if blck == 1 { type_size.wrapping_add(dim(0)) } else { (t.ne[0] as u64).wrapping_mul(t.nb[0] as u64) / blck };
+        let n = (1..4).fold(first, |n, i| n.wrapping_add(dim(i))) as usize;
+        // Every test build checks it against ggml on every call.
+        // SAFETY: as above.
+        debug_assert_eq!(n, unsafe { wsp_ggml_nbytes(self.as_ptr()) }, "nbytes of '{}'", self.name_lossy());
+        n
     }
     pub fn name(&self) -> &CStr {
         let name = &self.get().name;

@@ -13,8 +13,10 @@
 //! until the next `init_measure`/`reserve` or `sched_free`. Buffers grow by at
 //! least half their size, so retired memory stays below twice the current.
 
+use core::cell::RefCell;
 use core::ffi::c_void;
 
+use super::talloc_model::{self, Op};
 use super::Sched;
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use super::table;
@@ -31,23 +33,63 @@ struct StandIn {
     real: BufferRef,
     held: wsp_ggml_tensor,
     held_size: usize,
+    /// The allocator's calls, in order (see talloc_model.rs).
+    ops: RefCell<Vec<Op>>,
+}
+
+impl StandIn {
+    /// The size ggml-alloc uses for `t` here: the real buffer's, padded to
+    /// its alignment (what `wsp_ggml_tallocr_alloc` and `_free_tensor` do).
+    fn padded_size(&self, t: *mut wsp_ggml_tensor) -> usize {
+        let size = if core::ptr::eq(t, &self.held) { self.held_size } else { TensorRef::new(t).map_or(0, |t| self.real.alloc_size(t)) };
+        let align = self.real.alignment().max(1);
+        size.div_ceil(align).saturating_mul(align)
+    }
 }
 
 /// A stand-in for a backend's compute buffer: no memory, the real buffer's
-/// allocation sizes, and no tensor callbacks.
+/// allocation sizes; its tensor callbacks record the allocator's calls.
 static STAND_IN_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
     free_buffer: None,
     get_base: Some(stand_in_get_base),
     get_alloc_size: Some(stand_in_get_alloc_size),
-    init_tensor: None,
-    free_tensor: None,
+    init_tensor: Some(stand_in_init_tensor),
+    free_tensor: Some(stand_in_free_tensor),
 };
+
+/// ggml-alloc initialises a tensor it allocated (or a view it placed).
+unsafe extern "C" fn stand_in_init_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
+    crate::fatal::guard("wsp_ggml_backend_sched_graph_compute", || {
+        // SAFETY: as in stand_in_get_base; `tensor` is live (ggml-alloc's call).
+        let stand_in = unsafe { &*(*buffer).context.cast::<StandIn>() };
+        if TensorRef::new(tensor).is_some_and(|t| t.view_src().is_none()) {
+            let size = stand_in.padded_size(tensor);
+            stand_in.ops.borrow_mut().push(Op::Alloc { tensor: tensor as usize, size });
+        }
+    })
+}
+
+/// ggml-alloc frees a tensor of this buffer.
+unsafe extern "C" fn stand_in_free_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
+    crate::fatal::guard("wsp_ggml_backend_sched_graph_compute", || {
+        // SAFETY: as in stand_in_init_tensor.
+        let stand_in = unsafe { &*(*buffer).context.cast::<StandIn>() };
+        let Some(t) = TensorRef::new(tensor) else { return };
+        let base = stand_in_base(stand_in);
+        let offset = (t.data() as usize).wrapping_sub(base);
+        let size = stand_in.padded_size(tensor);
+        stand_in.ops.borrow_mut().push(Op::Free { tensor: tensor as usize, offset, size });
+    })
+}
+
+fn stand_in_base(stand_in: &StandIn) -> usize {
+    STAND_IN_BASE + stand_in.real.base() as usize % STAND_IN_BASE
+}
 
 unsafe extern "C" fn stand_in_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
     // SAFETY: ggml-alloc calls this on our stand-in, whose context is a live StandIn.
     let stand_in = unsafe { &*(*buffer).context.cast::<StandIn>() };
-    let real = stand_in.real.base() as usize;
-    (STAND_IN_BASE + real % STAND_IN_BASE) as *mut c_void
+    stand_in_base(stand_in) as *mut c_void
 }
 
 unsafe extern "C" fn stand_in_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize {
@@ -76,24 +118,37 @@ unsafe extern "C" fn inert_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c
     unsafe { (*buffer).context }
 }
 
-/// Whether a split that reached `need` bytes over a stand-in (a buffer
-/// without end) is allocated the same way in a real buffer of `size` bytes.
-///
-/// Only if it ends strictly before the buffer's end: then the real
-/// allocator's last free block never runs out, and every choice ggml-alloc
-/// makes (best fit among the other blocks, the last block as a last resort,
-/// merges on free) is the same as over the stand-in. In a buffer of exactly
-/// `need` bytes the last block can run out, a later free then makes another
-/// block the last resort, and the choices, and the fit, can differ: the
-/// original's compute fails that way on some graphs in buffers measured for
-/// them.
-pub(super) fn fits(need: usize, size: usize) -> bool {
-    need < size
+/// What a measure over stand-ins found for one compute buffer.
+struct Measured {
+    /// What the caller holds of the real buffer (see `occupied`).
+    held: usize,
+    /// How far into the buffer ggml-alloc went (from its base).
+    need: usize,
+    /// The allocator's calls, to replay against the real size.
+    ops: Vec<Op>,
+    /// Where the real allocator's space starts and ends (from its base).
+    start: usize,
+    end: usize,
 }
 
-/// The buffer size for a split that needs `need` bytes (see [`fits`]): one
-/// alignment unit more.
-pub(super) fn size_for(need: usize, backend: crate::backend::BackendRef) -> usize {
+impl Measured {
+    /// Whether the real allocation fits.
+    ///
+    /// Surely if it ends before the buffer does: the real allocator's last
+    /// free block then never runs out, and every choice ggml-alloc makes
+    /// (best fit among the other blocks, the last one as a last resort,
+    /// merges on free) is the one it made over the stand-in. Otherwise the
+    /// choices can differ (a buffer of exactly the measured size can fail:
+    /// the original's compute fails that way on some graphs), so the calls
+    /// are replayed against the real end.
+    fn fits(&self) -> bool {
+        self.need < self.end || talloc_model::replay_fits(&self.ops, self.start, self.end)
+    }
+}
+
+/// A buffer size for a split that needs `need` bytes: one alignment unit
+/// more, so that the allocation surely fits (see [`Measured::fits`]).
+fn size_for(need: usize, backend: crate::backend::BackendRef) -> usize {
     need.saturating_add(backend.alignment().max(1))
 }
 
@@ -106,20 +161,24 @@ impl Sched {
         // measure fits or names a final size (an empty buffer's need does
         // not depend on its size), so this ends by the third.
         for _ in 0..4 {
-            let (held, needs) = self.measure_over_stand_ins(graph);
+            let measured = self.measure_over_stand_ins(graph);
+            let fit: Vec<bool> = measured.iter().map(Measured::fits).collect();
             if self.debug {
+                let show = |f: &dyn Fn(&Measured) -> usize| measured.iter().map(f).collect::<Vec<_>>();
                 eprintln!(
-                    "wsp_ggml_backend_sched: fit check: the caller holds {held:?}, the split needs {needs:?}, the buffers have {:?} bytes",
-                    self.buffer_sizes
+                    "wsp_ggml_backend_sched: fit check: the caller holds {:?}, the split needs {:?} of {:?} bytes: fits {fit:?}",
+                    show(&|m| m.held),
+                    show(&|m| m.need),
+                    show(&|m| m.end)
                 );
             }
-            if needs.iter().zip(&self.buffer_sizes).all(|(&need, &size)| fits(need, size)) {
-                self.fit_for = Some(held);
+            if fit.iter().all(|&f| f) {
+                self.fit_for = Some(measured.iter().map(|m| m.held).collect());
                 return;
             }
-            for (i, &need) in needs.iter().enumerate() {
-                if !fits(need, self.buffer_sizes[i]) {
-                    self.grow(i, need, grown[i]);
+            for (i, m) in measured.iter().enumerate() {
+                if !fit[i] {
+                    self.grow(i, m.need, grown[i]);
                     grown[i] = true;
                 }
             }
@@ -160,7 +219,7 @@ impl Sched {
     /// the tensors in the real buffer are moved to the same offsets in the
     /// stand-in for the duration (ggml-alloc computes in place on, and frees,
     /// the tensors of its own buffer).
-    fn measure_over_stand_ins(&mut self, graph: GraphRef) -> (Vec<usize>, Vec<usize>) {
+    fn measure_over_stand_ins(&mut self, graph: GraphRef) -> Vec<Measured> {
         let real = self.tallocs.clone();
         let mut stand_ins = Vec::with_capacity(real.len());
         let held: Vec<usize> = (0..real.len()).map(|i| self.occupied(i)).collect();
@@ -168,7 +227,7 @@ impl Sched {
             // SAFETY: our live allocator.
             let buffer = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) }).expect("an allocator has a buffer");
             let held_size = held[i];
-            let ctx = Box::into_raw(Box::new(StandIn { real: buffer, held: ggml::zeroed_tensor(), held_size }));
+            let ctx = Box::into_raw(Box::new(StandIn { real: buffer, held: ggml::zeroed_tensor(), held_size, ops: RefCell::default() }));
             let b = buffer_init(self.backends[i].as_ptr(), STAND_IN_I, ctx.cast(), usize::MAX / 2);
             // SAFETY: an allocator over our stand-in (it does not own it), freed below.
             let talloc = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(b.as_ptr()) };
@@ -198,15 +257,19 @@ impl Sched {
         for (t, p) in moved {
             t.restore_placement(p);
         }
-        for (b, ctx, _, talloc) in stand_ins {
+        let mut measured = Vec::with_capacity(stand_ins.len());
+        for ((b, ctx, buffer, talloc), (held, need)) in stand_ins.into_iter().zip(held.into_iter().zip(needs)) {
             // SAFETY: our allocator, freed once; then its stand-in (no
             // free_buffer) and the stand-in's context.
             unsafe { ggml::wsp_ggml_tallocr_free(talloc) };
             b.free();
-            drop(unsafe { Box::from_raw(ctx) });
+            let stand_in = unsafe { Box::from_raw(ctx) };
+            let align = buffer.alignment().max(1);
+            let start = (align - buffer.base() as usize % align) % align;
+            measured.push(Measured { held, need, ops: stand_in.ops.into_inner(), start, end: buffer.size() });
         }
         self.tallocs = real;
-        (held, needs)
+        measured
     }
 
     /// Whether the split, reused, still fits: it was checked since the last
@@ -270,19 +333,20 @@ impl Sched {
 
     /// Fill the table of allocators ggml-alloc uses for each tensor (for a
     /// new split, or new allocators), and check that every tensor ggml-alloc
-    /// will reach has one: it dereferences them unchecked.
+    /// will allocate has one: it dereferences them unchecked.
     pub(super) fn fill_talloc(&mut self, graph: GraphRef) {
-        // Host memory (data, no buffer) gets the inert allocator: ggml-alloc
-        // only asks it whether the tensor is its own (never) before freeing,
+        // A tensor with memory but no backend (plain host memory, or a
+        // source no rule assigns) gets the inert allocator: ggml-alloc only
+        // asks it whether the tensor is its own (never) before freeing it,
         // and initialises views of it. Without memory or backend: none.
-        let in_host = |t: *mut wsp_ggml_tensor| TensorRef::new(t).is_some_and(|t| !t.data().is_null() && t.buffer().is_null());
+        let has_memory = |t: *mut wsp_ggml_tensor| TensorRef::new(t).is_some_and(|t| !t.data().is_null());
         let st = &self.st;
-        if self.inert.is_null() && st.table.info.iter().zip(st.table.keys()).any(|(i, &t)| i.assign == table::NO_BACKEND && in_host(t)) {
+        if self.inert.is_null() && st.table.info.iter().zip(st.table.keys()).any(|(i, &t)| i.assign == table::NO_BACKEND && has_memory(t)) {
             self.inert = self.new_inert();
         }
         let st = &mut self.st;
         st.talloc = st.table.info.iter().zip(st.table.keys()).map(|(info, &t)| match info.assign {
-            table::NO_BACKEND if in_host(t) => self.inert,
+            table::NO_BACKEND if has_memory(t) => self.inert,
             table::NO_BACKEND => core::ptr::null_mut(),
             a => self.tallocs[a as usize],
         }).collect();
@@ -290,9 +354,9 @@ impl Sched {
         self.check_talloc(graph);
     }
 
-    /// Every tensor ggml-alloc reaches (split nodes, their sources, and the
-    /// view sources of both, which it allocates, initialises or frees) has
-    /// an allocator.
+    /// Every tensor ggml-alloc will allocate (split nodes and their sources
+    /// without memory) has an allocator: the passes assign all of them, or
+    /// stop with a message, so this only guards against a gap in them.
     fn check_talloc(&self, graph: GraphRef) {
         let st = &self.st;
         let has = |t: TensorRef| st.table.find(t.as_ptr()).is_some_and(|s| !st.talloc[s as usize].is_null());
@@ -300,15 +364,13 @@ impl Sched {
             for i in split.i_start..split.i_end {
                 let node = graph.node(i);
                 for t in core::iter::once(node).chain(node.srcs().map(|(_, s)| s)) {
-                    for t in core::iter::once(t).chain(t.view_src()) {
-                        check(has(t), "wsp_ggml_backend_sched_graph_compute", || {
-                            format!(
-                                "tensor '{}' (reached from node '{}') has no memory and no backend to allocate it on",
-                                t.name_lossy(),
-                                node.name_lossy()
-                            )
-                        });
-                    }
+                    check(!t.data().is_null() || has(t), "wsp_ggml_backend_sched_graph_compute", || {
+                        format!(
+                            "tensor '{}' (used by node '{}') has no memory and no backend to allocate it on",
+                            t.name_lossy(),
+                            node.name_lossy()
+                        )
+                    });
                 }
             }
         }

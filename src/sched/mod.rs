@@ -18,6 +18,7 @@ mod assign;
 mod fit;
 mod reuse;
 mod table;
+mod talloc_model;
 
 use std::collections::HashMap;
 use std::ffi::CStr;
@@ -295,7 +296,7 @@ impl Sched {
             let measure = self.tallocs[i];
             // SAFETY: our measure allocator; freed once here.
             unsafe { ggml::wsp_ggml_tallocr_free(measure) };
-            let mut need = measured;
+            let mut size = measured;
             if let Some(&old) = kept.get(i) {
                 // As the original, which measured again with the real
                 // allocators: the most this buffer held since it was made,
@@ -303,14 +304,15 @@ impl Sched {
                 self.tallocs[i] = old;
                 // SAFETY: our live allocator.
                 let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
-                need = self.occupied(i).saturating_add(measured).max(held);
-                if fit::fits(need, self.buffer_sizes[i]) {
-                    continue; // large enough already; never shrinks
+                size = self.occupied(i).saturating_add(measured).max(held);
+                if size == self.buffer_sizes[i] {
+                    continue; // the same buffer again
                 }
                 // SAFETY: our previous real allocator, replaced below.
                 unsafe { ggml::wsp_ggml_tallocr_free(old) };
             }
-            let size = fit::size_for(need, self.backends[i]);
+            // Exactly the measured size, as the original (programs print
+            // it); the first compute checks the fit (fit.rs).
             // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
             self.tallocs[i] = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
             self.buffer_sizes[i] = size;
