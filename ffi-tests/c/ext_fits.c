@@ -339,6 +339,39 @@ static void part_host_input(void) {
     env_free(&e);
 }
 
+// 7. The backend cannot allocate a larger compute buffer: the compute falls
+// back to the assignment without set_node_backend (as the original computes
+// it), and its buffer stays as measured.
+static void part_growth_fails(void) {
+    struct env e;
+    env_init(&e, xb_new("FIT_G", NULL, -1, NULL), su_cpu_backend());
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
+    struct built m = sched_graph(&e, sched, e.b[1], 3, false);
+    wsp_ggml_backend_sched_init_measure(sched, m.g);
+    wsp_ggml_free(m.ctx);
+    size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[0]);
+    xb_stats(e.b[0])->max_alloc = 1;
+    struct ref r = ref_compute(&e, 3);
+    struct built b = sched_graph(&e, sched, e.b[1], 3, true);
+    for (int i = 0; i < b.g->n_nodes; i++) {
+        wsp_ggml_backend_sched_set_node_backend(sched, b.g->nodes[i], e.b[0]);
+    }
+    wsp_ggml_backend_sched_graph_compute(sched, b.g);
+    // the nodes whose memory is not decided by a source stay where they ran
+    // at the measure (the input is on the CPU: most of the graph runs there)
+    int on_cpu = 0;
+    for (int i = 0; i < b.g->n_nodes; i++) {
+        on_cpu += wsp_ggml_backend_sched_get_tensor_backend(sched, b.g->nodes[i]) == e.b[1];
+    }
+    size_t after = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[0]);
+    EU_EXPECT("fits_growth_fails_falls_back", su_same(b.out, r.out) && on_cpu > 0 && after == before,
+              "output differs, %d nodes on the CPU, FIT_G buffer %zu -> %zu", on_cpu, before, after);
+    wsp_ggml_free(b.ctx);
+    wsp_ggml_free(r.ctx);
+    wsp_ggml_backend_sched_free(sched);
+    env_free(&e);
+}
+
 int main(void) {
     part_larger_graph();
     part_user_assignments();
@@ -346,5 +379,6 @@ int main(void) {
     part_cpy_fresh();
     part_rejected_assignment();
     part_host_input();
+    part_growth_fails();
     return eu_finish();
 }

@@ -23,6 +23,8 @@ static const char * const CASES[] = {
     "callback_get_tallocr",
     // from inside the CPU backend's abort callback
     "cpu_abort_callback_set_n_threads",
+    // a graph larger than the measure's, and the backend cannot allocate more
+    "growth_fails",
 };
 #define N_CASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
@@ -156,6 +158,24 @@ int main(int argc, char ** argv) {
         struct wsp_ggml_cgraph * hg = wsp_ggml_new_graph(hctx);
         wsp_ggml_build_forward_expand(hg, wsp_ggml_gelu(hctx, a));
         wsp_ggml_backend_graph_compute(cpu, hg);
+    } else if (strcmp(c, "growth_fails") == 0) {
+        wsp_ggml_backend_t xb = xb_new("MGROW", NULL, -1, NULL);
+        wsp_ggml_backend_t xbs[1] = { xb };
+        wsp_ggml_backend_sched_t s1 = wsp_ggml_backend_sched_new(xbs, 1);
+        struct su_store xst;
+        su_store_init(&xst, xb, 1 << 16);
+        struct wsp_ggml_tensor * xw = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, N);
+        su_store_put(&xst, xw, &r, 1.0f);
+        struct wsp_ggml_tensor * y = wsp_ggml_mul_mat(gctx, xw, xw);
+        wsp_ggml_build_forward_expand(g, y);
+        wsp_ggml_backend_sched_init_measure(s1, g);
+        xb_stats(xb)->max_alloc = 1;
+        for (int i = 0; i < 8; i++) {
+            y = wsp_ggml_mul_mat(gctx, xw, wsp_ggml_gelu(gctx, y));
+        }
+        wsp_ggml_set_name(y, "larger");
+        wsp_ggml_build_forward_expand(g, y);
+        wsp_ggml_backend_sched_graph_compute(s1, g);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -179,6 +179,7 @@ struct xb_ctx {
     int n_rejected;
     int corrupt_unary;          // enum wsp_ggml_unary_op, or -1
     wsp_ggml_backend_t delegate; // CPU backend, or NULL
+    size_t max_alloc;           // alloc_buffer returns NULL above this size (0: no limit)
     // counters
     long n_graph_compute;
     long n_nodes_computed;
@@ -222,6 +223,10 @@ static void * xb_buffer_get_base(wsp_ggml_backend_buffer_t buffer) {
 }
 
 static wsp_ggml_backend_buffer_t xb_alloc_buffer(wsp_ggml_backend_t backend, size_t size) {
+    size_t max = ((struct xb_ctx *)backend->context)->max_alloc;
+    if (max != 0 && size > max) {
+        return NULL; // out of (device) memory
+    }
     void * mem = malloc(size + 64);
     CHECK(mem != NULL);
     memset(mem, 0x5A, size + 64);

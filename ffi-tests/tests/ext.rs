@@ -64,6 +64,8 @@ fn sched_computes_fit_and_follow_memory() {
             "fits_supports_moves_grew",
             "fits_cpy_into_fresh_past_rejecting",
             "fits_rejected_assignment_not_applied",
+            "fits_input_in_host_memory",
+            "fits_growth_fails_falls_back",
         ],
     );
 }
@@ -214,6 +216,7 @@ fn ext_misuse_aborts_with_a_message() {
         ("callback_init_measure", "wsp_ggml_backend_sched_init_measure: called from inside the evaluation callback"),
         ("callback_get_tallocr", "wsp_ggml_backend_sched_get_tallocr: called from inside the evaluation callback"),
         ("cpu_abort_callback_set_n_threads", "wsp_ggml_backend_cpu_set_n_threads: called from inside the CPU backend's abort callback"),
+        ("growth_fails", "backend 'MGROW' (it has"),
     ];
     assert_eq!(cases, expected.iter().map(|(c, _)| c.to_string()).collect::<Vec<_>>());
     for (case, needle) in expected {

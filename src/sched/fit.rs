@@ -20,7 +20,7 @@ use super::talloc_model::{self, Op};
 use super::Sched;
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use super::table;
-use crate::fatal::check;
+use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, Placement, TensorRef};
 
 /// Where stand-in memory starts (plus the real base's misalignment): never
@@ -153,14 +153,18 @@ fn size_for(need: usize, backend: crate::backend::BackendRef) -> usize {
 }
 
 impl Sched {
-    /// Measure the split just made and grow the compute buffers too small for it.
-    pub(super) fn ensure_fits(&mut self, graph: GraphRef) {
+    /// Measure the split just made and grow the compute buffers too small
+    /// for it. Where a backend cannot allocate a larger buffer, the compute
+    /// falls back to the assignment without `set_node_backend` (what the
+    /// original computes); if even that does not fit, it stops with a message.
+    pub(super) fn ensure_fits(&mut self, graph: GraphRef, func: &str) {
         let mut grown = vec![false; self.tallocs.len()];
         // A buffer that grew starts empty (the caller's inputs stay in the
         // old one), so ggml-alloc's choices change: measure again. The second
         // measure fits or names a final size (an empty buffer's need does
-        // not depend on its size), so this ends by the third.
-        for _ in 0..4 {
+        // not depend on its size), so this ends by the third; a fall-back
+        // starts over once.
+        for _ in 0..8 {
             let measured = self.measure_over_stand_ins(graph);
             let fit: Vec<bool> = measured.iter().map(Measured::fits).collect();
             if self.debug {
@@ -177,9 +181,32 @@ impl Sched {
                 return;
             }
             for (i, m) in measured.iter().enumerate() {
-                if !fit[i] {
-                    self.grow(i, m.need, grown[i]);
+                if fit[i] {
+                    continue;
+                }
+                if self.grow(i, m.need, grown[i]) {
                     grown[i] = true;
+                } else if !self.user.is_empty() {
+                    if self.debug {
+                        eprintln!(
+                            "wsp_ggml_backend_sched: '{}' cannot allocate a larger compute buffer: set_node_backend is not applied in this compute",
+                            self.backends[i].name_lossy()
+                        );
+                    }
+                    self.user.clear();
+                    self.st.unpatch();
+                    self.split_graph(graph, func);
+                    break;
+                } else {
+                    fatal(
+                        func,
+                        &format!(
+                            "this graph needs a compute buffer of {} bytes on backend '{}' (it has {}), and the backend could not allocate one",
+                            m.need,
+                            self.backends[i].name_lossy(),
+                            m.end
+                        ),
+                    );
                 }
             }
         }
@@ -187,9 +214,10 @@ impl Sched {
     }
 
     /// Replace compute buffer `i` by one that fits `need`, at least half
-    /// again as large. The old allocator is retired (the caller may hold it,
-    /// or tensors in it), unless this compute made it (`made_here`).
-    fn grow(&mut self, i: usize, need: usize, made_here: bool) {
+    /// again as large; false if the backend cannot allocate it. The old
+    /// allocator is retired (the caller may hold it, or tensors in it),
+    /// unless this compute made it (`made_here`).
+    fn grow(&mut self, i: usize, need: usize, made_here: bool) -> bool {
         let size = size_for(need, self.backends[i]).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
         if self.debug {
             eprintln!(
@@ -198,17 +226,34 @@ impl Sched {
                 self.buffer_sizes[i]
             );
         }
-        // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
-        let new = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
+        // Allocated here, not by ggml-alloc, which would dereference a NULL
+        // buffer; so the allocator does not own it (see free_talloc).
+        let Some(buffer) = BufferRef::new(self.backends[i].alloc_buffer(size)) else {
+            return false;
+        };
+        // SAFETY: a live buffer of ours, freed after its allocator.
+        let new = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
+        self.grown_buffers.push(buffer);
         let old = std::mem::replace(&mut self.tallocs[i], new);
         if made_here {
-            // SAFETY: made by this compute's previous growth, never handed
-            // out, holds no tensor after alloc_and_undo; freed once.
-            unsafe { ggml::wsp_ggml_tallocr_free(old) };
+            // made by this compute's previous growth, never handed out,
+            // holds no tensor after alloc_and_undo
+            self.free_talloc(old);
         } else {
             self.retired.push(old);
         }
         self.buffer_sizes[i] = size;
+        true
+    }
+
+    /// Free one of our allocators, and its buffer if growth allocated it.
+    pub(super) fn free_talloc(&mut self, t: wsp_ggml_tallocr_t) {
+        // SAFETY: our live allocator, freed once.
+        let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) };
+        unsafe { ggml::wsp_ggml_tallocr_free(t) };
+        if let Some(k) = self.grown_buffers.iter().position(|b| b.as_ptr() == buffer) {
+            self.grown_buffers.swap_remove(k).free();
+        }
     }
 
     /// What the caller holds of each compute buffer, and how far into each
@@ -404,9 +449,8 @@ impl Sched {
 
     /// Free the allocators that growth replaced.
     pub(super) fn free_retired(&mut self) {
-        for t in self.retired.drain(..) {
-            // SAFETY: our allocators, retired once, freed once.
-            unsafe { ggml::wsp_ggml_tallocr_free(t) };
+        for t in std::mem::take(&mut self.retired) {
+            self.free_talloc(t);
         }
     }
 }

@@ -190,6 +190,9 @@ pub struct Sched {
     /// asks every source's allocator whether the source is its own before it
     /// frees it, and never allocates there (fit.rs). NULL until needed.
     inert: wsp_ggml_tallocr_t,
+    /// Buffers that growth allocated (fit.rs): their allocators do not own
+    /// them, free_talloc frees them.
+    grown_buffers: Vec<BufferRef>,
     /// Splits are being computed: user code (callbacks, backends) may run
     /// and call back in; only reads are allowed then (see ffi::sched).
     computing: bool,
@@ -224,6 +227,7 @@ impl Sched {
             retired: Vec::new(),
             fit_for: None,
             inert: std::ptr::null_mut(),
+            grown_buffers: Vec::new(),
             computing: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
@@ -308,8 +312,7 @@ impl Sched {
                 if size == self.buffer_sizes[i] {
                     continue; // the same buffer again
                 }
-                // SAFETY: our previous real allocator, replaced below.
-                unsafe { ggml::wsp_ggml_tallocr_free(old) };
+                self.free_talloc(old);
             }
             // Exactly the measured size, as the original (programs print
             // it); the first compute checks the fit (fit.rs).
@@ -407,7 +410,7 @@ impl Sched {
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
             let fresh = s.split_graph(graph, func);
             if fresh || !s.fits_as_before() {
-                s.ensure_fits(graph);
+                s.ensure_fits(graph, func);
             }
             s.alloc_splits(graph);
             s.split_stats.clear();
@@ -619,9 +622,8 @@ impl Drop for Sched {
         self.st.unpatch();
         self.free_retired();
         self.free_inert();
-        for &t in &self.tallocs {
-            // SAFETY: our own allocators, freed once.
-            unsafe { ggml::wsp_ggml_tallocr_free(t) };
+        for t in std::mem::take(&mut self.tallocs) {
+            self.free_talloc(t);
         }
         // SAFETY: our own graph allocator, freed once.
         unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
