@@ -372,13 +372,62 @@ static void part_growth_fails(void) {
     env_free(&e);
 }
 
-int main(void) {
-    part_larger_graph();
-    part_user_assignments();
-    part_supports_moves();
-    part_cpy_fresh();
-    part_rejected_assignment();
-    part_host_input();
-    part_growth_fails();
+// 8. The caller allocates, through sched_get_tallocr, a tensor the graph does
+// not use (scratch space) before each compute: the compute buffer was not
+// measured for it. The graph still fits, and the scratch keeps its bytes.
+static void part_caller_scratch(void) {
+    struct env e;
+    env_init(&e, eu_tb("FIT_S", NULL), su_cpu_backend());
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
+    struct built m = sched_graph(&e, sched, e.b[1], 2, false);
+    wsp_ggml_backend_sched_init_measure(sched, m.g);
+    wsp_ggml_free(m.ctx);
+    struct ref r = ref_compute(&e, 2);
+    bool ok = true;
+    for (int k = 0; k < 3; k++) {
+        struct built b = sched_graph(&e, sched, e.b[1], 2, true);
+        struct wsp_ggml_context * sctx = make_ctx(1, false, true, 0);
+        // a quarter of the buffer: room the caller has, the graph then lacks
+        size_t cap = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[1]);
+        struct wsp_ggml_tensor * scratch = wsp_ggml_new_tensor_1d(sctx, WSP_GGML_TYPE_F32, (int64_t)(cap / 16));
+        wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(sched, e.b[1]), scratch);
+        float * pattern = (float *)malloc(wsp_ggml_nbytes(scratch));
+        CHECK(pattern != NULL);
+        for (int64_t i = 0; i < scratch->ne[0]; i++) {
+            pattern[i] = (float)(i % 251) - 125.0f;
+        }
+        wsp_ggml_backend_tensor_set(scratch, pattern, 0, wsp_ggml_nbytes(scratch));
+        wsp_ggml_backend_sched_graph_compute(sched, b.g);
+        float * after = (float *)su_read(scratch);
+        bool same_out = su_same(b.out, r.out), kept = memcmp(after, pattern, wsp_ggml_nbytes(scratch)) == 0;
+        if (!same_out || !kept) {
+            printf("~ compute %d: output %s, scratch %s\n", k, same_out ? "same" : "differs", kept ? "kept" : "overwritten");
+        }
+        ok = ok && same_out && kept;
+        free(after);
+        free(pattern);
+        wsp_ggml_free(sctx);
+        wsp_ggml_free(b.ctx);
+    }
+    EU_EXPECT("fits_caller_scratch_in_compute_buffer", ok, "output differs or the scratch was overwritten");
+    wsp_ggml_free(r.ctx);
+    wsp_ggml_backend_sched_free(sched);
+    env_free(&e);
+}
+
+// ext_fits [part]: all parts, or the one named (to check each on its own
+// against another library).
+int main(int argc, char ** argv) {
+    const char * only = argc > 1 ? argv[1] : NULL;
+#define PART(name) if (only == NULL || strcmp(only, #name) == 0) part_##name()
+    PART(larger_graph);
+    PART(user_assignments);
+    PART(supports_moves);
+    PART(cpy_fresh);
+    PART(rejected_assignment);
+    PART(host_input);
+    PART(growth_fails);
+    PART(caller_scratch);
+#undef PART
     return eu_finish();
 }

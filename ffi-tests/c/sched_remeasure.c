@@ -12,6 +12,9 @@
 #include "sched_util.h"
 
 #define N 8
+// columns of the input: large enough (256 bytes) that the CPU buffer's 64 bytes
+// of alignment slack cannot hide a missing input
+#define B 8
 
 struct env {
     wsp_ggml_backend_t tb, cpu;
@@ -19,7 +22,7 @@ struct env {
     struct su_store st;
     struct wsp_ggml_context * wctx;
     struct wsp_ggml_tensor * w; // [N, N] on the test backend
-    float xdata[N * 2];
+    float xdata[N * B];
 };
 
 static void env_init(struct env * e) {
@@ -33,7 +36,7 @@ static void env_init(struct env * e) {
     e->w = wsp_ggml_new_tensor_2d(e->wctx, WSP_GGML_TYPE_F32, N, N);
     wsp_ggml_set_name(e->w, "w");
     su_store_put(&e->st, e->w, &r, 0.5f);
-    lcg_fill_f32(&r, e->xdata, N * 2, 1.0f);
+    lcg_fill_f32(&r, e->xdata, N * B, 1.0f);
 }
 
 static void env_free(struct env * e) {
@@ -43,13 +46,14 @@ static void env_free(struct env * e) {
     wsp_ggml_backend_free(e->cpu);
 }
 
-// `layers` x (gelu(w @ h) + h), the input x allocated through the
+// h = gelu(x) * x on the CPU (where x is), then `layers` x (gelu(w @ h) + h)
+// on the test backend (where w is); the input x allocated through the
 // scheduler's CPU allocator and set when `set` (after the first measure).
 static struct wsp_ggml_cgraph * build(struct wsp_ggml_context * ctx, const struct env * e, wsp_ggml_backend_sched_t sched,
                                       int layers, bool set, struct wsp_ggml_tensor ** out) {
-    struct wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, N, 2);
+    struct wsp_ggml_tensor * x = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, N, B);
     wsp_ggml_set_name(x, "x");
-    struct wsp_ggml_tensor * h = x;
+    struct wsp_ggml_tensor * h = wsp_ggml_mul(ctx, wsp_ggml_gelu(ctx, x), x);
     for (int l = 0; l < layers; l++) {
         h = wsp_ggml_add(ctx, wsp_ggml_gelu(ctx, wsp_ggml_mul_mat(ctx, e->w, h)), h);
     }
@@ -137,9 +141,14 @@ static void part_view_only(void) {
     env_free(&e);
 }
 
-int main(void) {
-    part_measure_twice();
-    part_smaller_remeasure();
-    part_view_only();
+// sched_remeasure [part]: all parts, or the one named (to check each
+// reduction on its own against another library).
+int main(int argc, char ** argv) {
+    const char * only = argc > 1 ? argv[1] : NULL;
+#define PART(name) if (only == NULL || strcmp(only, #name) == 0) part_##name()
+    PART(measure_twice);
+    PART(smaller_remeasure);
+    PART(view_only);
+#undef PART
     return 0;
 }

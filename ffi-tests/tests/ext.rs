@@ -66,6 +66,7 @@ fn sched_computes_fit_and_follow_memory() {
             "fits_rejected_assignment_not_applied",
             "fits_input_in_host_memory",
             "fits_growth_fails_falls_back",
+            "fits_caller_scratch_in_compute_buffer",
         ],
     );
 }
