@@ -207,6 +207,15 @@ __attribute__((noinline)) void B(sched_compute)(struct sched_bench * sb) {
     wsp_ggml_backend_sched_graph_compute(sb->sched, sb->graph);
 }
 
+// Benchmark 1b: one compute whose split is made anew: the first node is
+// assigned to the last backend first. The original wipes the assignment (and
+// splits every graph anew anyway); ours honours it, so it splits again and
+// checks that the split fits the compute buffers (issue 11's cost).
+__attribute__((noinline)) void B(sched_compute_fresh)(struct sched_bench * sb) {
+    wsp_ggml_backend_sched_set_node_backend(sb->sched, sb->graph->nodes[0], sb->backends[sb->n_backends - 1]);
+    wsp_ggml_backend_sched_graph_compute(sb->sched, sb->graph);
+}
+
 // The loop measured under callgrind (scripts/callgrind zeroes the counters on
 // entry and dumps them on exit, and toggles collection off in restore).
 __attribute__((noinline)) void B(sched_loop)(struct sched_bench * sb, int iters) {

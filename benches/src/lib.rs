@@ -33,6 +33,8 @@ macro_rules! driver {
                 pub fn sched_cycle(sb: *mut c_void);
                 #[link_name = concat!($p, "sched_compute")]
                 pub fn sched_compute(sb: *mut c_void);
+                #[link_name = concat!($p, "sched_compute_fresh")]
+                pub fn sched_compute_fresh(sb: *mut c_void);
                 #[link_name = concat!($p, "sched_loop")]
                 pub fn sched_loop(sb: *mut c_void, iters: c_int);
                 #[link_name = concat!($p, "cycle_loop")]
@@ -87,6 +89,7 @@ macro_rules! driver {
                 sched_destroy,
                 sched_cycle,
                 sched_compute,
+                sched_compute_fresh,
                 sched_loop,
                 cycle_loop,
                 sched_checksum,
@@ -135,6 +138,7 @@ pub struct Impl {
     pub sched_destroy: unsafe extern "C" fn(P),
     pub sched_cycle: unsafe extern "C" fn(P),
     pub sched_compute: unsafe extern "C" fn(P),
+    pub sched_compute_fresh: unsafe extern "C" fn(P),
     pub sched_loop: unsafe extern "C" fn(P, c_int),
     pub cycle_loop: unsafe extern "C" fn(P, c_int),
     pub sched_checksum: unsafe extern "C" fn(P) -> u64,
@@ -247,6 +251,13 @@ impl SchedBench {
     pub fn compute(&mut self) {
         // SAFETY: as above; the driver holds a measured scheduler.
         unsafe { (self.imp.sched_compute)(self.ptr) }
+    }
+
+    /// One compute whose split is made anew (see `sched_compute_fresh` in
+    /// c/bench_drv.c); restore first.
+    pub fn compute_fresh(&mut self) {
+        // SAFETY: as above.
+        unsafe { (self.imp.sched_compute_fresh)(self.ptr) }
     }
 
     /// `iters` times (restore, compute), in C (what callgrind measures).
@@ -391,6 +402,18 @@ pub fn time_computes(sb: &mut SchedBench, iters: u64) -> Duration {
         sb.restore();
         let start = Instant::now();
         sb.compute();
+        t += start.elapsed();
+    }
+    t
+}
+
+/// The same with a split made anew for every compute (`compute_fresh`).
+pub fn time_fresh_computes(sb: &mut SchedBench, iters: u64) -> Duration {
+    let mut t = Duration::ZERO;
+    for _ in 0..iters {
+        sb.restore();
+        let start = Instant::now();
+        sb.compute_fresh();
         t += start.elapsed();
     }
     t

@@ -431,6 +431,22 @@ fn fuzz_fixed_seeds_large() {
     check_all(&seeds);
 }
 
+/// Seeds that found divergences once (scripts/fuzz runs), each fixed since:
+/// kept so that they stay fixed.
+#[test]
+fn fuzz_regressions() {
+    let seeds: &[(u64, u32)] = &[
+        (37681722826, 60),   // caller's tallocr input unused by the graph: fit check must count it
+        (254257029252, 60),  // buffer of exactly the measured size: ggml-alloc's choices differ
+        (491847607937, 60),  // a grown buffer starts without the caller's inputs: measure again
+        (491847606869, 60),  // host-memory source freed by ggml-alloc through a NULL allocator
+        (491847607085, 60),  // split input in host memory after a supports_op move
+        (959583873381, 400), // reuse after a rebuild with another op or layout: fit re-checked
+        (959583870661, 400), // view placed by its consumer, its memory's owner elsewhere
+    ];
+    check_all(seeds);
+}
+
 /// Programs of ours under valgrind memcheck: no invalid access, no leak.
 /// Seeds whose program stops (by design: see check_seed) are skipped; at
 /// least 10 run.

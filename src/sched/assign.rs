@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{footprint, footprint_size, Full, SlotInfo, FOREIGN, NO_BACKEND};
+use super::table::{AllocFacts, Full, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Cause, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
@@ -65,9 +65,9 @@ impl Sched {
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(&self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset, footprint: footprint(t) };
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset, size: t.nbytes() };
         if !listed {
-            self.st.reuse.unlisted.push((slot, t.get().view_src));
+            self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
         }
     }
 
@@ -124,9 +124,9 @@ impl Sched {
         None
     }
 
-    /// Size of tensor `slot` (a reuse checks it, with every footprint).
+    /// Size of tensor `slot` (a reuse checks it: see AllocFacts).
     fn nbytes(&self, slot: u32) -> usize {
-        footprint_size(self.st.table.info[slot as usize].footprint)
+        self.st.table.info[slot as usize].size
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
@@ -264,6 +264,7 @@ impl Sched {
                 None => NONE,
             };
             self.st.leafs.push([slot, vsrc]);
+            self.st.reuse.alloc.push(AllocFacts::of(leaf));
         }
         for (i, &node) in graph.node_ptrs().iter().enumerate() {
             let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
@@ -278,6 +279,7 @@ impl Sched {
             };
             let flag = if node.is_view_op() { NodeInfo::VIEW_OP } else { 0 };
             self.st.nodes.push(NodeInfo { slot, vsrc, end: self.st.srcs.len() as u32 | flag });
+            self.st.reuse.alloc.push(AllocFacts::of(node));
         }
         self.st.srcs.shrink_to_fit();
         Ok(())
@@ -498,6 +500,7 @@ impl Sched {
     /// that nothing assigned) go where their consumer is, in node order: a
     /// source takes the backend of the first consumer that has one.
     fn pass3_from_consumers(&mut self) {
+        let mut views = false;
         for i in 0..self.st.nodes.len() {
             let a = self.assign(self.st.nodes[i].slot);
             if a == NO_BACKEND {
@@ -507,7 +510,18 @@ impl Sched {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == NO_BACKEND {
                     self.set(sid, a, Cause::FromConsumer);
+                    views |= self.tensor(sid).view_src().is_some();
                 }
+            }
+        }
+        if views {
+            // A view (or in-place node) placed by its consumer, whose memory's
+            // owner an earlier consumer placed elsewhere, runs where that
+            // memory is; its consumer then gets a copy of it (the original
+            // initialised it in the wrong backend's buffer, or asserted).
+            for i in 0..self.st.nodes.len() {
+                let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
+                self.follow_memory(slot, vsrc);
             }
         }
     }

@@ -10,9 +10,10 @@
 //!   is a view op; the view source of each leaf and of each other tensor
 //!   registered (a source or view source outside the graph's lists);
 //! - the location (backend of the buffer) of every registered tensor;
-//! - the size of every registered tensor and whether it has memory (what
-//!   the source rule compares, and what decides how much ggml-alloc
-//!   allocates: the split's fit in the compute buffers holds as well);
+//! - what ggml-alloc reads of every registered tensor (shape, strides, op,
+//!   view offset, whether it has memory: `AllocFacts`), which includes the
+//!   size the source rule compares, and decides how much memory ggml-alloc
+//!   needs: the split's fit in the compute buffers holds as well;
 //! - every `supports_op` answer a decision used (asked again, in the same order);
 //! - the data of unassigned views and sources (the only other field a pass reads);
 //! - no `set_node_backend` assignment, now or for the split being reused.
@@ -22,7 +23,7 @@
 //! as usual.
 
 use super::assign::{refresh_copy, Locator};
-use super::table::{footprint, SlotInfo, NO_BACKEND};
+use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
 use super::{Cause, Sched};
 use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
 
@@ -37,8 +38,11 @@ pub(super) struct Facts {
     /// Unassigned view nodes and sources, accepted because their data was set.
     pub unassigned_views: Vec<u32>,
     /// Tensors first registered as a source or view source (not as a leaf
-    /// or node), with their view source: checked on their own.
-    pub unlisted: Vec<(u32, *mut wsp_ggml_tensor)>,
+    /// or node), with their view source and allocation facts: checked on
+    /// their own.
+    pub unlisted: Vec<(u32, *mut wsp_ggml_tensor, AllocFacts)>,
+    /// Allocation facts of the leafs, then of the nodes, in graph order.
+    pub alloc: Vec<AllocFacts>,
 }
 
 impl Facts {
@@ -48,6 +52,7 @@ impl Facts {
         self.moved.clear();
         self.unassigned_views.clear();
         self.unlisted.clear();
+        self.alloc.clear();
     }
 
     /// Forget the split and give the memory back.
@@ -69,11 +74,12 @@ impl Sched {
         let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(std::ptr::null_mut());
         let mut locator = Locator::default();
         let mut same_loc = |t: TensorRef, slot: u32| locator.locate(&self.backends, t) == info[slot as usize].loc;
-        for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
+        let (leaf_facts, node_facts) = st.reuse.alloc.split_at(st.leafs.len());
+        for ((&leaf, &[slot, vsrc]), facts) in leafs.iter().zip(&st.leafs).zip(leaf_facts) {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
                 return false;
             };
-            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) || footprint(leaf) != info[slot as usize].footprint {
+            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) || AllocFacts::of(leaf) != *facts {
                 return false;
             }
         }
@@ -82,7 +88,7 @@ impl Sched {
         let ask = !cpu.iter().all(|&c| c);
         let mut moved = st.reuse.moved.iter();
         let mut start = 0;
-        for (&node, n) in nodes.iter().zip(&st.nodes) {
+        for ((&node, n), facts) in nodes.iter().zip(&st.nodes).zip(node_facts) {
             let Some(node) = TensorRef::new(node).filter(|t| t.as_ptr() == key(n.slot)) else {
                 return false;
             };
@@ -94,7 +100,7 @@ impl Sched {
                 || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
                 || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
                 || !same_loc(node, n.slot)
-                || footprint(node) != info[n.slot as usize].footprint
+                || AllocFacts::of(node) != *facts
                 || (ask && !n.view_op() && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
             {
                 return false;
@@ -105,9 +111,9 @@ impl Sched {
         // copies are not among them: they are ours, allocated by every compute).
         // Their view sources too: ggml-alloc looks those up, and a new one
         // would be inserted into our table behind our back.
-        if !st.reuse.unlisted.iter().all(|&(slot, vsrc)| {
+        if !st.reuse.unlisted.iter().all(|&(slot, vsrc, facts)| {
             let t = st.table.tensor(slot);
-            t.get().view_src == vsrc && same_loc(t, slot) && footprint(t) == info[slot as usize].footprint
+            t.get().view_src == vsrc && same_loc(t, slot) && AllocFacts::of(t) == facts
         }) {
             return false;
         }

@@ -31,26 +31,42 @@ pub(super) struct SlotInfo {
     /// buffer, FOREIGN: another backend's).
     pub loc: u16,
     pub cause: Cause,
-    /// What ggml-alloc needs for the tensor, as [`footprint`] of it.
-    pub footprint: usize,
+    /// `nbytes` (the source rule compares sizes).
+    pub size: usize,
 }
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset, footprint: 0 };
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset, size: 0 };
 }
 
-/// A tensor's size and whether it has memory, in one word: what decides how
-/// much ggml-alloc allocates for it (and for copies of it), and what the
-/// source rule compares.
-#[inline]
-pub(super) fn footprint(t: TensorRef) -> usize {
-    (t.nbytes() << 1) | usize::from(!t.data().is_null())
+/// What ggml-alloc reads of a tensor besides its place in the graph: its
+/// shape and strides (sizes, and "same layout" for computing in place), its
+/// op (whether it can be computed in place), its view offset and whether it
+/// has memory. They decide how much memory a split needs, so a reused split
+/// (whose fit in the compute buffers was checked) must find them unchanged.
+/// A backend's `get_alloc_size` is assumed to depend on nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct AllocFacts {
+    /// ne[0..4] then nb[0..4], as stored.
+    shape: [u64; 8],
+    view_offs: usize,
+    type_: i32,
+    n_dims: i32,
+    op: i32,
+    has_data: bool,
 }
 
-/// The size recorded in a footprint.
-#[inline]
-pub(super) fn footprint_size(f: usize) -> usize {
-    f >> 1
+impl AllocFacts {
+    #[inline]
+    pub fn of(t: TensorRef) -> AllocFacts {
+        let g = t.get();
+        let mut shape = [0u64; 8];
+        for i in 0..4 {
+            shape[i] = g.ne[i] as u64;
+            shape[4 + i] = g.nb[i] as u64;
+        }
+        AllocFacts { shape, view_offs: g.view_offs, type_: g.type_, n_dims: g.n_dims, op: g.op, has_data: !g.data.is_null() }
+    }
 }
 
 /// The table ran out of room for this graph; the caller starts over with a
