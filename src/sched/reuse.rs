@@ -79,7 +79,7 @@ impl Sched {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
                 return false;
             };
-            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) || AllocFacts::of(leaf) != *facts {
+            if leaf.get().view_src != key(vsrc) || !same_loc(leaf, slot) || !facts.hold_for(leaf) {
                 return false;
             }
         }
@@ -100,7 +100,7 @@ impl Sched {
                 || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
                 || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
                 || !same_loc(node, n.slot)
-                || AllocFacts::of(node) != *facts
+                || !facts.hold_for(node)
                 || (ask && !n.view_op() && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
             {
                 return false;
@@ -113,7 +113,7 @@ impl Sched {
         // would be inserted into our table behind our back.
         if !st.reuse.unlisted.iter().all(|&(slot, vsrc, facts)| {
             let t = st.table.tensor(slot);
-            t.get().view_src == vsrc && same_loc(t, slot) && AllocFacts::of(t) == facts
+            t.get().view_src == vsrc && same_loc(t, slot) && facts.hold_for(t)
         }) {
             return false;
         }

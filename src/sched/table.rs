@@ -47,11 +47,10 @@ impl SlotInfo {
 /// A backend's `get_alloc_size` is assumed to depend on nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct AllocFacts {
-    /// ne[0..4] then nb[0..4], as stored.
-    shape: [u64; 8],
+    ne: [i64; 4],
+    nb: [usize; 4],
     view_offs: usize,
     type_: i32,
-    n_dims: i32,
     op: i32,
     has_data: bool,
 }
@@ -60,12 +59,20 @@ impl AllocFacts {
     #[inline]
     pub fn of(t: TensorRef) -> AllocFacts {
         let g = t.get();
-        let mut shape = [0u64; 8];
+        AllocFacts { ne: g.ne, nb: g.nb, view_offs: g.view_offs, type_: g.type_, op: g.op, has_data: !g.data.is_null() }
+    }
+
+    /// `AllocFacts::of(t) == *self`, without branches or a call to memcmp
+    /// (it runs for every tensor of every reused split).
+    #[inline]
+    pub fn hold_for(&self, t: TensorRef) -> bool {
+        let g = t.get();
+        let mut d = (g.view_offs ^ self.view_offs) as u64;
         for i in 0..4 {
-            shape[i] = g.ne[i] as u64;
-            shape[4 + i] = g.nb[i] as u64;
+            d |= (g.ne[i] ^ self.ne[i]) as u64 | (g.nb[i] ^ self.nb[i]) as u64;
         }
-        AllocFacts { shape, view_offs: g.view_offs, type_: g.type_, n_dims: g.n_dims, op: g.op, has_data: !g.data.is_null() }
+        d |= ((g.type_ ^ self.type_) | (g.op ^ self.op)) as u32 as u64;
+        d == 0 && g.data.is_null() != self.has_data
     }
 }
 
