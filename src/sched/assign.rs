@@ -65,7 +65,7 @@ impl Sched {
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(&self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset, size: t.nbytes() };
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset };
         if !listed {
             self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
         }
@@ -99,10 +99,16 @@ impl Sched {
     /// runs where that memory is, and a node never goes to a backend whose
     /// `supports_op` rejects it. The original ignored every assignment, so
     /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
+    #[inline]
     fn user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         if self.user.is_empty() {
             return None;
         }
+        self.applicable_user_assignment(slot, vsrc, is_node)
+    }
+
+    #[cold]
+    fn applicable_user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         let t = self.tensor(slot);
         let b = *self.user.get(&(t.as_ptr() as usize))?;
         let why = if self.loc(slot) != NO_BACKEND || (is_node && !t.data().is_null() && t.buffer().is_null()) {
@@ -124,9 +130,9 @@ impl Sched {
         None
     }
 
-    /// Size of tensor `slot` (a reuse checks it: see AllocFacts).
+    /// Size of tensor `slot` (a reuse checks what decides it: AllocFacts).
     fn nbytes(&self, slot: u32) -> usize {
-        self.st.table.info[slot as usize].size
+        self.tensor(slot).nbytes()
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
@@ -253,6 +259,7 @@ impl Sched {
         st.split_graphs.clear();
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
+        st.reuse.alloc.reserve_exact(graph.n_leafs() + graph.n_nodes());
 
         // (A NULL entry would put the splits' views of the node array out of
         // step with our node list.)

@@ -20,7 +20,7 @@ use super::talloc_model::{self, Op};
 use super::Sched;
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use super::table;
-use crate::fatal::{check, fatal};
+use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, Placement, TensorRef};
 
 /// Where stand-in memory starts (plus the real base's misalignment): never
@@ -102,6 +102,10 @@ unsafe extern "C" fn stand_in_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, 
         TensorRef::new(tensor).map_or(0, |t| stand_in.real.alloc_size(t))
     })
 }
+
+/// Marks, while the allocator table is filled, where the inert allocator
+/// goes before it is made (never dereferenced).
+const INERT_PENDING: wsp_ggml_tallocr_t = core::ptr::NonNull::<ggml::wsp_ggml_tallocr>::dangling().as_ptr();
 
 /// The inert allocator's buffer: no memory, no size, no tensor callbacks.
 /// Its context is its base (the backend's alignment, so aligned).
@@ -328,12 +332,8 @@ impl Sched {
     /// ggml-alloc made on the tensors it was given.
     pub(super) fn alloc_and_undo(&mut self, graph: GraphRef) -> Vec<usize> {
         let table = &self.st.table;
-        let unplaced: Vec<(TensorRef, Placement)> = table
-            .slots()
-            .map(|s| table.tensor(s))
-            .filter(|t| t.buffer().is_null())
-            .map(|t| (t, t.placement()))
-            .collect();
+        let mut unplaced: Vec<(TensorRef, Placement)> = Vec::with_capacity(table.len());
+        unplaced.extend(table.slots().map(|s| table.tensor(s)).filter(|t| t.buffer().is_null()).map(|t| (t, t.placement())));
         self.alloc_splits(graph);
         for &(t, p) in &unplaced {
             t.restore_placement(p);
@@ -379,45 +379,47 @@ impl Sched {
     /// Fill the table of allocators ggml-alloc uses for each tensor (for a
     /// new split, or new allocators), and check that every tensor ggml-alloc
     /// will allocate has one: it dereferences them unchecked.
-    pub(super) fn fill_talloc(&mut self, graph: GraphRef) {
+    pub(super) fn fill_talloc(&mut self) {
         // A tensor with memory but no backend (plain host memory, or a
         // source no rule assigns) gets the inert allocator: ggml-alloc only
         // asks it whether the tensor is its own (never) before freeing it,
         // and initialises views of it. Without memory or backend: none.
-        let has_memory = |t: *mut wsp_ggml_tensor| TensorRef::new(t).is_some_and(|t| !t.data().is_null());
-        let st = &self.st;
-        if self.inert.is_null() && st.table.info.iter().zip(st.table.keys()).any(|(i, &t)| i.assign == table::NO_BACKEND && has_memory(t)) {
-            self.inert = self.new_inert();
+        let mut talloc = Vec::with_capacity(self.st.table.info.len());
+        let mut pending = false;
+        for (info, &t) in self.st.table.info.iter().zip(self.st.table.keys()) {
+            talloc.push(match info.assign {
+                table::NO_BACKEND => match TensorRef::new(t).filter(|t| !t.data().is_null()) {
+                    Some(_) if self.inert.is_null() => {
+                        pending = true;
+                        INERT_PENDING
+                    }
+                    Some(_) => self.inert,
+                    None => core::ptr::null_mut(),
+                },
+                a => self.tallocs[a as usize],
+            });
         }
-        let st = &mut self.st;
-        st.talloc = st.table.info.iter().zip(st.table.keys()).map(|(info, &t)| match info.assign {
-            table::NO_BACKEND if has_memory(t) => self.inert,
-            table::NO_BACKEND => core::ptr::null_mut(),
-            a => self.tallocs[a as usize],
-        }).collect();
-        st.talloc_from.clone_from(&self.tallocs);
-        self.check_talloc(graph);
+        if pending {
+            self.inert = self.new_inert();
+            for t in talloc.iter_mut().filter(|t| **t == INERT_PENDING) {
+                *t = self.inert;
+            }
+        }
+        self.st.talloc = talloc;
+        self.st.talloc_from.clone_from(&self.tallocs);
+        self.check_talloc();
     }
 
-    /// Every tensor ggml-alloc will allocate (split nodes and their sources
+    /// Every tensor ggml-alloc will allocate (graph nodes and their sources
     /// without memory) has an allocator: the passes assign all of them, or
     /// stop with a message, so this only guards against a gap in them.
-    fn check_talloc(&self, graph: GraphRef) {
+    fn check_talloc(&self) {
         let st = &self.st;
-        let has = |t: TensorRef| st.table.find(t.as_ptr()).is_some_and(|s| !st.talloc[s as usize].is_null());
-        for split in &st.splits {
-            for i in split.i_start..split.i_end {
-                let node = graph.node(i);
-                for t in core::iter::once(node).chain(node.srcs().map(|(_, s)| s)) {
-                    check(!t.data().is_null() || has(t), "wsp_ggml_backend_sched_graph_compute", || {
-                        format!(
-                            "tensor '{}' (used by node '{}') has no memory and no backend to allocate it on",
-                            t.name_lossy(),
-                            node.name_lossy()
-                        )
-                    });
-                }
-            }
+        let unallocatable = |slot: u32| st.talloc[slot as usize].is_null() && st.table.tensor(slot).data().is_null();
+        let bad = st.nodes.iter().map(|n| n.slot).find(|&s| unallocatable(s)).or_else(|| st.srcs.iter().copied().find(|&s| unallocatable(s)));
+        if let Some(slot) = bad {
+            let t = st.table.tensor(slot);
+            fatal("wsp_ggml_backend_sched_graph_compute", &format!("tensor '{}' has no memory and no backend to allocate it on", t.name_lossy()));
         }
     }
 

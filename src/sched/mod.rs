@@ -439,7 +439,7 @@ impl Sched {
     /// Hand the split graph to ggml-alloc with the hash set + allocator table.
     fn alloc_splits(&mut self, graph: GraphRef) {
         if self.st.talloc_from != self.tallocs {
-            self.fill_talloc(graph);
+            self.fill_talloc();
         }
         let st = &mut self.st;
         // The graph for ggml-alloc: each split's input copies, then its nodes

@@ -31,12 +31,10 @@ pub(super) struct SlotInfo {
     /// buffer, FOREIGN: another backend's).
     pub loc: u16,
     pub cause: Cause,
-    /// `nbytes` (the source rule compares sizes).
-    pub size: usize,
 }
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset, size: 0 };
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset };
 }
 
 /// What ggml-alloc reads of a tensor besides its place in the graph: its
