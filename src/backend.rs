@@ -193,9 +193,16 @@ pub fn tensor_backend(t: TensorRef) -> Option<BackendRef> {
     BufferRef::new(t.buffer()).and_then(BufferRef::backend)
 }
 
+/// [`tensor_backend`], or abort naming `func` and the argument `arg`.
+pub fn backend_of(t: TensorRef, func: &str, arg: &str) -> BackendRef {
+    tensor_backend(t).unwrap_or_else(|| {
+        fatal(func, &format!("argument '{arg}' ('{}') has no backend (buffer or buffer->backend is NULL)", t.name_lossy()))
+    })
+}
+
 fn checked_io_backend(t: TensorRef, func: &str) -> BackendRef {
     check(!t.data().is_null(), func, || format!("tensor '{}' is not allocated (data is NULL)", t.name_lossy()));
-    tensor_backend(t).unwrap_or_else(|| fatal(func, &format!("tensor '{}' has no backend (buffer or buffer->backend is NULL)", t.name_lossy())))
+    backend_of(t, func, "tensor")
 }
 
 /// `wsp_ggml_backend_tensor_set`: write then synchronize.
@@ -213,13 +220,11 @@ pub fn tensor_get(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
 }
 
 pub fn tensor_set_async(t: TensorRef, data: *const c_void, offset: usize, size: usize) {
-    let func = "wsp_ggml_backend_tensor_set_async";
-    let backend = tensor_backend(t).unwrap_or_else(|| fatal(func, &format!("tensor '{}' has no backend", t.name_lossy())));
+    let backend = backend_of(t, "wsp_ggml_backend_tensor_set_async", "tensor");
     backend.set_tensor_async(t, data, offset, size);
 }
 
 pub fn tensor_get_async(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
-    let func = "wsp_ggml_backend_tensor_get_async";
-    let backend = tensor_backend(t).unwrap_or_else(|| fatal(func, &format!("tensor '{}' has no backend", t.name_lossy())));
+    let backend = backend_of(t, "wsp_ggml_backend_tensor_get_async", "tensor");
     backend.get_tensor_async(t, data, offset, size);
 }

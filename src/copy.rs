@@ -1,7 +1,7 @@
 //! Copying a tensor between backends.
 
-use crate::backend::{tensor_backend, tensor_get, tensor_set, BackendRef};
-use crate::fatal::{check, fatal};
+use crate::backend::{backend_of, tensor_get, tensor_set};
+use crate::fatal::check;
 use crate::ggml::TensorRef;
 
 const FUNC: &str = "wsp_ggml_backend_tensor_copy";
@@ -17,11 +17,8 @@ pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
     if src == dst {
         return;
     }
-    let backend_of = |t: TensorRef, arg: &str| -> BackendRef {
-        tensor_backend(t).unwrap_or_else(|| fatal(FUNC, &format!("argument '{arg}' ('{}') has no backend", t.name_lossy())))
-    };
-    let dst_backend = backend_of(dst, "dst");
-    let src_backend = backend_of(src, "src");
+    let dst_backend = backend_of(dst, FUNC, "dst");
+    let src_backend = backend_of(src, FUNC, "src");
 
     if let Some(from) = dst_backend.iface().cpy_tensor_from {
         // SAFETY: the destination backend's own callback with live tensors.

@@ -78,6 +78,27 @@ pub struct wsp_ggml_cgraph {
     pub perf_time_us: i64,
 }
 
+impl wsp_ggml_cgraph {
+    /// A graph of `n` nodes at `nodes` (and their gradients at `grads`, or
+    /// NULL), without leafs or hash table: the views the scheduler and the
+    /// graph tools hand to backends and to ggml-alloc.
+    pub fn of_nodes(nodes: *mut *mut wsp_ggml_tensor, grads: *mut *mut wsp_ggml_tensor, n: usize, size: usize, order: c_int) -> Self {
+        wsp_ggml_cgraph {
+            size: size as c_int,
+            n_nodes: n as c_int,
+            n_leafs: 0,
+            nodes,
+            grads,
+            leafs: core::ptr::null_mut(),
+            visited_hash_table: wsp_ggml_hash_set { size: 0, keys: core::ptr::null_mut() },
+            order,
+            perf_runs: 0,
+            perf_cycles: 0,
+            perf_time_us: 0,
+        }
+    }
+}
+
 /// `struct wsp_ggml_cplan` (ggml.h).
 #[repr(C)]
 pub struct wsp_ggml_cplan {

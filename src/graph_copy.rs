@@ -8,7 +8,7 @@ use crate::backend::BackendRef;
 use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_hash_set, wsp_ggml_init_params, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_init_params, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::ptrmap::PtrMap;
 
 /// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.
@@ -189,20 +189,9 @@ pub fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
 
 /// A one-node view of `graph` at `i`.
 fn single_node_view(graph: GraphRef, i: usize) -> wsp_ggml_cgraph {
-    wsp_ggml_cgraph {
-        size: 1,
-        n_nodes: 1,
-        n_leafs: 0,
-        // SAFETY: i < n_nodes, inside the graph's node array.
-        nodes: unsafe { graph.nodes_ptr().add(i) },
-        grads: core::ptr::null_mut(),
-        leafs: core::ptr::null_mut(),
-        visited_hash_table: wsp_ggml_hash_set { size: 0, keys: core::ptr::null_mut() },
-        order: graph.order(),
-        perf_runs: 0,
-        perf_cycles: 0,
-        perf_time_us: 0,
-    }
+    // SAFETY: i < n_nodes, inside the graph's node array.
+    let nodes = unsafe { graph.nodes_ptr().add(i) };
+    wsp_ggml_cgraph::of_nodes(nodes, core::ptr::null_mut(), 1, 1, graph.order())
 }
 
 /// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on

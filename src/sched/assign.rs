@@ -7,7 +7,7 @@ use super::{copy_name, Cause, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_cgraph, GraphRef, TensorRef};
 
 /// The best candidate of the original's source rule: a source wins if its
 /// backend has a better priority *and* it is at least as large as the current
@@ -674,19 +674,7 @@ impl Sched {
             let (nodes, grads) = unsafe {
                 (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) })
             };
-            st.split_graphs.push(wsp_ggml_cgraph {
-                size: 0,
-                n_nodes: (split.i_end - split.i_start) as i32,
-                n_leafs: 0,
-                nodes,
-                grads,
-                leafs: std::ptr::null_mut(),
-                visited_hash_table: wsp_ggml_hash_set { size: 0, keys: std::ptr::null_mut() },
-                order: graph.order(),
-                perf_runs: 0,
-                perf_cycles: 0,
-                perf_time_us: 0,
-            });
+            st.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
         }
     }
 }

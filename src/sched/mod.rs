@@ -28,7 +28,7 @@ use crate::backend::{tensor_backend, BackendRef};
 use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_hash_set, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 
 
 /// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
@@ -453,20 +453,7 @@ impl Sched {
             }
             nodes.extend_from_slice(&graph_nodes[split.i_start..split.i_end]);
         }
-        let n = nodes.len() as i32;
-        let mut graph = wsp_ggml_cgraph {
-            size: n,
-            n_nodes: n,
-            n_leafs: 0,
-            nodes: nodes.as_mut_ptr(),
-            grads: std::ptr::null_mut(),
-            leafs: std::ptr::null_mut(),
-            visited_hash_table: wsp_ggml_hash_set { size: 0, keys: std::ptr::null_mut() },
-            order: 0,
-            perf_runs: 0,
-            perf_cycles: 0,
-            perf_time_us: 0,
-        };
+        let mut graph = wsp_ggml_cgraph::of_nodes(nodes.as_mut_ptr(), std::ptr::null_mut(), nodes.len(), nodes.len(), 0);
         let hash_set = st.table.hash_set();
         // SAFETY: graph, hash set and allocator table are ours and alive for
         // the call; ggml-alloc does not keep them. The table has free slots
