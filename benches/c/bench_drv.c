@@ -154,6 +154,7 @@ struct sched_bench {
     struct wsp_ggml_tensor * snap; // [n_nodes]: every node as built
     struct wsp_ggml_tensor * out;
     wsp_ggml_backend_sched_t sched;
+    int vary_flip; // benchmark 1 "vary": which of the two graphs comes next
 };
 
 static wsp_ggml_backend_t sb_test_backend(const char * name) {
@@ -216,12 +217,29 @@ __attribute__((noinline)) void B(sched_compute_fresh)(struct sched_bench * sb) {
     wsp_ggml_backend_sched_graph_compute(sb->sched, sb->graph);
 }
 
+// Benchmark 1 "vary": one compute of a graph that differs from the previous
+// compute's: the graph without its last node, then the whole graph, in turn.
+// Every compute needs a fresh split (as a decoder whose KV-cache views grow).
+__attribute__((noinline)) void B(sched_compute_vary)(struct sched_bench * sb) {
+    sb->vary_flip ^= 1;
+    sb->graph->n_nodes = sb->n_nodes - sb->vary_flip;
+    wsp_ggml_backend_sched_graph_compute(sb->sched, sb->graph);
+}
+
 // The loop measured under callgrind (scripts/callgrind zeroes the counters on
 // entry and dumps them on exit, and toggles collection off in restore).
 __attribute__((noinline)) void B(sched_loop)(struct sched_bench * sb, int iters) {
     for (int i = 0; i < iters; i++) {
         B(sched_restore)(sb);
         B(sched_compute)(sb);
+    }
+}
+
+// The same for the "vary" family.
+__attribute__((noinline)) void B(vary_loop)(struct sched_bench * sb, int iters) {
+    for (int i = 0; i < iters; i++) {
+        B(sched_restore)(sb);
+        B(sched_compute_vary)(sb);
     }
 }
 

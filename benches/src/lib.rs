@@ -35,6 +35,10 @@ macro_rules! driver {
                 pub fn sched_compute(sb: *mut c_void);
                 #[link_name = concat!($p, "sched_compute_fresh")]
                 pub fn sched_compute_fresh(sb: *mut c_void);
+                #[link_name = concat!($p, "sched_compute_vary")]
+                pub fn sched_compute_vary(sb: *mut c_void);
+                #[link_name = concat!($p, "vary_loop")]
+                pub fn vary_loop(sb: *mut c_void, iters: c_int);
                 #[link_name = concat!($p, "sched_loop")]
                 pub fn sched_loop(sb: *mut c_void, iters: c_int);
                 #[link_name = concat!($p, "cycle_loop")]
@@ -90,6 +94,8 @@ macro_rules! driver {
                 sched_cycle,
                 sched_compute,
                 sched_compute_fresh,
+                sched_compute_vary,
+                vary_loop,
                 sched_loop,
                 cycle_loop,
                 sched_checksum,
@@ -139,6 +145,8 @@ pub struct Impl {
     pub sched_cycle: unsafe extern "C" fn(P),
     pub sched_compute: unsafe extern "C" fn(P),
     pub sched_compute_fresh: unsafe extern "C" fn(P),
+    pub sched_compute_vary: unsafe extern "C" fn(P),
+    pub vary_loop: unsafe extern "C" fn(P, c_int),
     pub sched_loop: unsafe extern "C" fn(P, c_int),
     pub cycle_loop: unsafe extern "C" fn(P, c_int),
     pub sched_checksum: unsafe extern "C" fn(P) -> u64,
@@ -258,6 +266,19 @@ impl SchedBench {
     pub fn compute_fresh(&mut self) {
         // SAFETY: as above.
         unsafe { (self.imp.sched_compute_fresh)(self.ptr) }
+    }
+
+    /// One compute of a graph that differs from the previous compute's (the
+    /// "vary" family: every split is fresh); restore first.
+    pub fn compute_vary(&mut self) {
+        // SAFETY: as above.
+        unsafe { (self.imp.sched_compute_vary)(self.ptr) }
+    }
+
+    /// `iters` times (restore, compute_vary), in C (what callgrind measures).
+    pub fn vary_loop(&mut self, iters: usize) {
+        // SAFETY: as above.
+        unsafe { (self.imp.vary_loop)(self.ptr, iters as c_int) }
     }
 
     /// `iters` times (restore, compute), in C (what callgrind measures).
@@ -402,6 +423,18 @@ pub fn time_computes(sb: &mut SchedBench, iters: u64) -> Duration {
         sb.restore();
         let start = Instant::now();
         sb.compute();
+        t += start.elapsed();
+    }
+    t
+}
+
+/// The same for the "vary" family (`compute_vary`).
+pub fn time_vary_computes(sb: &mut SchedBench, iters: u64) -> Duration {
+    let mut t = Duration::ZERO;
+    for _ in 0..iters {
+        sb.restore();
+        let start = Instant::now();
+        sb.compute_vary();
         t += start.elapsed();
     }
     t

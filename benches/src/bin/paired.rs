@@ -18,7 +18,7 @@
 //! ratio and its quartiles over the rounds.
 use std::time::{Duration, Instant};
 
-use wsp_bench::{enc_threads, host_buffer, time_computes, time_cycles, time_fresh_computes, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
+use wsp_bench::{enc_threads, host_buffer, time_computes, time_cycles, time_fresh_computes, time_vary_computes, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -130,6 +130,20 @@ fn main() {
             let p = run(rounds, |i| time_fresh_computes(&mut s[i], 20), 20.0);
             println!("{{\"bench\":\"sched_compute_fresh_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
         }
+        Some("vary") => {
+            // as "sched", but every compute's graph differs from the previous
+            // one's (issue 12's "vary" family: a fresh split each time)
+            let nb: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_backends");
+            let n: usize = args.get(3).and_then(|v| v.parse().ok()).expect("n_nodes");
+            let rounds = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(50);
+            OURS.quiet_stderr();
+            let mut s = [SchedBench::new(OURS, nb, n, true), SchedBench::new(REF, nb, n, true)];
+            for x in &mut s {
+                time_vary_computes(x, 4);
+            }
+            let p = run(rounds, |i| time_vary_computes(&mut s[i], 20), 20.0);
+            println!("{{\"bench\":\"sched_compute_vary_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
+        }
         Some("cycle") => {
             let n: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_nodes");
             let rounds = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(30);
@@ -169,7 +183,7 @@ fn main() {
             }
         }
         _ => {
-            eprintln!("usage: paired enc|enc-direct [rounds] | paired sched NB N [rounds] | paired fresh NB N [rounds] | paired io SIZE [rounds]");
+            eprintln!("usage: paired enc|enc-direct [rounds] | paired sched NB N [rounds] | paired fresh NB N [rounds] | paired vary NB N [rounds] | paired io SIZE [rounds]");
             std::process::exit(2);
         }
     }
