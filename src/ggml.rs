@@ -373,9 +373,6 @@ impl TensorRef {
     pub fn name_lossy(&self) -> String {
         self.name().to_string_lossy().into_owned()
     }
-    pub fn n_dims(self) -> c_int {
-        self.get().n_dims
-    }
     /// Point a view without a buffer at its `view_src`'s memory, as ggml-alloc
     /// does for views (backend type, buffer, data).
     pub fn init_view_from_src(self, view_src: TensorRef) {
@@ -508,9 +505,6 @@ impl GraphRef {
     }
     pub fn nodes(&self) -> impl Iterator<Item = TensorRef> + '_ {
         self.list(self.get().nodes, self.get().n_nodes).iter().filter_map(|&p| TensorRef::new(p))
-    }
-    pub fn leafs(&self) -> impl Iterator<Item = TensorRef> + '_ {
-        self.list(self.get().leafs, self.get().n_leafs).iter().filter_map(|&p| TensorRef::new(p))
     }
     /// The node pointers as stored (NULL entries included).
     pub fn node_ptrs(&self) -> &[*mut wsp_ggml_tensor] {

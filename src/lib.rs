@@ -3,25 +3,28 @@
 //! same struct layouts, same results.
 //!
 //! Layout of the crate:
-//! - [`ggml`]: the ggml types and functions we import (ggml.c and ggml-alloc.c
+//! - `ggml`: the ggml types and functions we import (ggml.c and ggml-alloc.c
 //!   stay C, in the user's build);
-//! - [`buffer`], [`backend`]: the two interface structs and their dispatch;
-//! - [`copy`]: tensor copies between backends;
-//! - [`cpu`]: the CPU backend;
-//! - [`sched`]: the multi-backend split scheduler;
-//! - [`graph_copy`]: copying a graph to another backend and comparing backends;
-//! - [`ptrmap`]: a tensor-address map (graph copies; the scheduler keys its
+//! - `buffer`, `backend`: the two interface structs and their dispatch;
+//! - `copy`: tensor copies between backends;
+//! - `cpu`: the CPU backend;
+//! - `sched`: the multi-backend split scheduler;
+//! - `graph_copy`: copying a graph to another backend and comparing backends;
+//! - `ptrmap`: a tensor-address map (graph copies; the scheduler keys its
 //!   tensors in a ggml-compatible table of its own, `sched/table.rs`);
-//! - [`ffi`]: the exported `extern "C"` functions, thin and boring.
+//! - `ffi`: the exported `extern "C"` functions, thin and boring.
+//!
+//! Only `ffi` is public: everything the library offers is its C API; the
+//! other modules are private, so that the dead-code lint sees all of them.
 
-pub mod backend;
-pub mod buffer;
-pub mod copy;
-pub mod cpu;
-pub mod fatal;
+mod backend;
+mod buffer;
+mod copy;
+mod cpu;
+mod fatal;
 pub mod ffi;
 /// cbindgen:ignore
-pub mod ggml;
-pub mod graph_copy;
-pub mod ptrmap;
-pub mod sched;
+mod ggml;
+mod graph_copy;
+mod ptrmap;
+mod sched;

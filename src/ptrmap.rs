@@ -57,6 +57,7 @@ impl PtrMap {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
