@@ -3,7 +3,7 @@
 //! split, when the graph is indexed; the passes only index arrays).
 
 use super::table::{AllocFacts, Full, SlotInfo, FOREIGN, NO_BACKEND};
-use super::{copy_name, Cause, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
+use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
@@ -65,17 +65,17 @@ impl Sched {
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(&self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, cause: Cause::Unset };
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset };
         if !listed {
             self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
         }
     }
 
     #[inline]
-    fn set(&mut self, slot: u32, backend: u16, cause: Cause) {
+    fn set(&mut self, slot: u32, backend: u16, rule: Rule) {
         let info = &mut self.st.table.info[slot as usize];
         info.assign = backend;
-        info.cause = cause;
+        info.rule = rule;
     }
 
     #[inline]
@@ -302,7 +302,7 @@ impl Sched {
         for k in 0..self.st.leafs.len() {
             let [slot, vsrc] = self.st.leafs[k];
             if let Some(b) = self.user_assignment(slot, vsrc, false) {
-                self.set(slot, b, Cause::User);
+                self.set(slot, b, Rule::User);
                 continue;
             }
             if self.assign(slot) != NO_BACKEND {
@@ -314,13 +314,13 @@ impl Sched {
             }
             if loc != NO_BACKEND {
                 let b = self.known(loc, slot, func);
-                self.set(slot, b, Cause::Leaf);
+                self.set(slot, b, Rule::Leaf);
             }
         }
         for i in 0..self.st.nodes.len() {
             let NodeInfo { slot, vsrc: vs, .. } = self.st.nodes[i];
             if let Some(b) = self.user_assignment(slot, vs, true) {
-                self.set(slot, b, Cause::User);
+                self.set(slot, b, Rule::User);
                 continue;
             }
             if self.assign(slot) != NO_BACKEND {
@@ -330,12 +330,12 @@ impl Sched {
             let loc = self.loc(slot);
             if loc != NO_BACKEND {
                 let b = self.known(loc, slot, func);
-                self.set(slot, b, Cause::Dst);
+                self.set(slot, b, Rule::Dst);
                 continue;
             }
             if vs != NONE && self.loc(vs) != NO_BACKEND {
                 let b = self.known(self.loc(vs), vs, func);
-                self.set(slot, b, Cause::ViewSrc);
+                self.set(slot, b, Rule::ViewSrc);
                 continue;
             }
             let mut best = None;
@@ -347,7 +347,7 @@ impl Sched {
                 }
             }
             if let Some(b) = best {
-                self.set(slot, b.prio, Cause::Src(b.j));
+                self.set(slot, b.prio, Rule::Src(b.j));
             }
         }
     }
@@ -368,7 +368,7 @@ impl Sched {
                 }
             }
             if let Some(b) = best {
-                self.set(slot, b.prio, Cause::Pass2Src(b.j));
+                self.set(slot, b.prio, Rule::Pass2Src(b.j));
             }
         }
     }
@@ -418,7 +418,7 @@ impl Sched {
         if self.loc(root) == NO_BACKEND && !self.tensor(root).data().is_null() {
             return;
         }
-        self.set(slot, owner, Cause::FollowsMemory);
+        self.set(slot, owner, Rule::FollowsMemory);
     }
 
     /// Not in the original: a node never runs on a backend whose `supports_op`
@@ -450,8 +450,8 @@ impl Sched {
             }
             let here = self.backends[a as usize];
             let root = (vs != NONE).then(|| self.memory_root(vs));
-            let pinned = match (self.st.table.info[slot as usize].cause, root) {
-                (Cause::Dst | Cause::ViewSrc, _) => Some("its memory is on that backend".to_string()),
+            let pinned = match (self.st.table.info[slot as usize].rule, root) {
+                (Rule::Dst | Rule::ViewSrc, _) => Some("its memory is on that backend".to_string()),
                 (_, Some(r)) if self.loc(r) != NO_BACKEND => {
                     Some(format!("it works in the memory of '{}', which is on that backend", self.tensor(r).name_lossy()))
                 }
@@ -488,10 +488,10 @@ impl Sched {
                     }
                     continue;
                 }
-                self.set(r, b, Cause::FollowsMemory);
+                self.set(r, b, Rule::FollowsMemory);
                 owners_moved = true;
             }
-            self.set(slot, b, Cause::Unsupported);
+            self.set(slot, b, Rule::Unsupported);
             self.st.reuse.moved.push(a);
         }
         if owners_moved {
@@ -516,7 +516,7 @@ impl Sched {
             for k in self.node_srcs(i) {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == NO_BACKEND {
-                    self.set(sid, a, Cause::FromConsumer);
+                    self.set(sid, a, Rule::FromConsumer);
                     views |= self.tensor(sid).view_src().is_some();
                 }
             }
@@ -560,15 +560,7 @@ impl Sched {
     /// later; we stop with a message instead.
     fn pass4_split(&mut self, func: &str) -> Result<(), Full> {
         let n = self.st.nodes.len();
-        // The first split's backend: the first node that is not a view.
-        // A graph of views only still gets a split (on the backend of their
-        // memory), so that ggml-alloc initialises the views.
-        let first = (0..n)
-            .find(|&i| self.st.nodes[i].vsrc == NONE)
-            .or_else(|| (0..n).find(|&i| !self.st.nodes[i].view_op()))
-            .map(|i| self.assign(self.st.nodes[i].slot))
-            .or_else(|| (0..n).map(|i| self.assign(self.st.nodes[i].slot)).find(|&a| a != NO_BACKEND));
-        let Some(mut cur) = first else {
+        let Some(mut cur) = self.first_split_backend() else {
             return Ok(()); // no node to compute
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
@@ -577,68 +569,96 @@ impl Sched {
             let info = self.st.nodes[i];
             let a = self.assign(info.slot);
             if a == NO_BACKEND {
-                let node = self.node(i);
-                if !info.view_op() || node.data().is_null() {
-                    fatal(
-                        func,
-                        &format!(
-                            "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
-                             backend buffer (pre-allocate the graph's inputs or weights)",
-                            node.name_lossy(),
-                            ggml::op_name(node.op())
-                        ),
-                    );
-                }
-                self.st.reuse.unassigned_views.push(info.slot);
+                self.accept_unassigned_node(i, func);
             }
             if info.view_op() {
                 continue;
             }
-            if self.st.table.info[info.slot as usize].cause == Cause::FromConsumer {
+            if self.st.table.info[info.slot as usize].rule == Rule::FromConsumer {
                 self.check_assigned_by_pass3(i, a, func);
             }
             if a != cur {
-                let k = self.st.splits.len();
                 let inputs_at = self.st.inputs.len();
-                self.st.splits[k - 1].i_end = i;
+                self.st.splits.last_mut().expect("a split exists").i_end = i;
                 self.st.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });
                 cur = a;
             }
-            let split_no = self.st.splits.len() as u32;
-            for (j, k) in self.node_srcs(i).enumerate() {
-                let sid = self.st.srcs[k];
-                if self.assign(sid) == cur {
-                    continue;
-                }
-                if self.assign(sid) == NO_BACKEND {
-                    // Its copy would be made from nothing (the original
-                    // crashes in ggml-alloc); with data, copy_input checks it.
-                    let src = self.tensor(sid);
-                    if src.data().is_null() {
-                        fatal(
-                            func,
-                            &format!(
-                                "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
-                                 (pre-allocate the graph's inputs or weights)",
-                                src.name_lossy(),
-                                self.node(i).name_lossy()
-                            ),
-                        );
-                    }
-                    self.st.reuse.unassigned_views.push(sid);
-                }
-                let copy = self.copy_for(sid, cur)?;
-                let of = &mut self.st.copy_of[copy as usize];
-                if of.mark != split_no {
-                    of.mark = split_no;
-                    self.st.inputs.push((sid, copy));
-                    self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
-                }
-                let node = self.node(i);
-                let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
-                node.set_src(j, copy_ref);
-                self.st.patches.push(Patch { node, j, original: self.tensor(sid), copy });
+            self.route_inputs(i, cur, func)?;
+        }
+        Ok(())
+    }
+
+    /// The first split's backend: that of the first node that is not a view.
+    /// A graph of views only still gets a split (on the backend of their
+    /// memory), so that ggml-alloc initialises the views.
+    fn first_split_backend(&self) -> Option<u16> {
+        let nodes = &self.st.nodes;
+        nodes
+            .iter()
+            .find(|n| n.vsrc == NONE)
+            .or_else(|| nodes.iter().find(|n| !n.view_op()))
+            .map(|n| self.assign(n.slot))
+            .or_else(|| nodes.iter().map(|n| self.assign(n.slot)).find(|&a| a != NO_BACKEND))
+    }
+
+    /// Node `i` has no backend: only a view op whose data is set (its memory
+    /// exists, ggml-alloc leaves it alone) is accepted; reuse checks the data
+    /// stays set.
+    fn accept_unassigned_node(&mut self, i: usize, func: &str) {
+        let info = self.st.nodes[i];
+        let node = self.node(i);
+        if !info.view_op() || node.data().is_null() {
+            fatal(
+                func,
+                &format!(
+                    "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
+                     backend buffer (pre-allocate the graph's inputs or weights)",
+                    node.name_lossy(),
+                    ggml::op_name(node.op())
+                ),
+            );
+        }
+        self.st.reuse.unassigned_views.push(info.slot);
+    }
+
+    /// Point node `i`'s sources that are not on `cur` (its split's backend)
+    /// at their copies on `cur`, listing each copy once as an input of the
+    /// split.
+    fn route_inputs(&mut self, i: usize, cur: u16, func: &str) -> Result<(), Full> {
+        let split_no = self.st.splits.len() as u32;
+        for (j, k) in self.node_srcs(i).enumerate() {
+            let sid = self.st.srcs[k];
+            if self.assign(sid) == cur {
+                continue;
             }
+            if self.assign(sid) == NO_BACKEND {
+                // Its copy would be made from nothing (the original crashes
+                // in ggml-alloc); with data, copy_input copies from it.
+                let src = self.tensor(sid);
+                if src.data().is_null() {
+                    fatal(
+                        func,
+                        &format!(
+                            "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
+                             (pre-allocate the graph's inputs or weights)",
+                            src.name_lossy(),
+                            self.node(i).name_lossy()
+                        ),
+                    );
+                }
+                self.st.reuse.unassigned_views.push(sid);
+            }
+            let copy = self.copy_for(sid, cur)?;
+            let of = &mut self.st.copy_of[copy as usize];
+            if of.mark != split_no {
+                of.mark = split_no;
+                self.st.inputs.push((sid, copy));
+                self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
+            }
+            let node = self.node(i);
+            let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
+            node.set_src(j, copy_ref);
+            self.st.patches.push(Patch { node, j, original: self.tensor(sid), copy });
         }
         Ok(())
     }
@@ -654,7 +674,7 @@ impl Sched {
         }
         let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
         let (cslot, _) = self.st.table.insert(copy_ref)?;
-        self.set(cslot, b, Cause::InputCopy);
+        self.set(cslot, b, Rule::InputCopy);
         self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0 });
         self.st.copy_index.insert((sid, b), c as u32);
         refresh_copy(&self.backends, &mut self.st, c);

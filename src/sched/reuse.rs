@@ -24,7 +24,7 @@
 
 use super::assign::{refresh_copy, Locator};
 use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
-use super::{Cause, Sched};
+use super::{Rule, Sched};
 use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
 
 /// What a split read besides the graph's structure and the tensors' locations.
@@ -124,8 +124,8 @@ impl Sched {
     /// Whether `supports_op` answers for `node` (not a view op) as it did:
     /// the questions move_unsupported_nodes asked, derived from its results.
     fn same_support<'a>(&self, node: TensorRef, info: SlotInfo, moved: &mut impl Iterator<Item = &'a u16>, cpu: &[bool]) -> bool {
-        let SlotInfo { assign, cause, .. } = info;
-        if cause == Cause::Unsupported {
+        let SlotInfo { assign, rule, .. } = info;
+        if rule == Rule::Unsupported {
             // Rejected by `from`, then the search ended at `assign`.
             let Some(&from) = moved.next() else { return false };
             !self.backends[from as usize].supports_op(node) && self.next_supporting(from, node, cpu) == Some(assign)

@@ -12,7 +12,7 @@
 //! our keys up with it): start at `address % size`, step by one, wrap around,
 //! stop at the key or at the first NULL.
 
-use super::Cause;
+use super::Rule;
 use crate::ggml::{wsp_ggml_hash_set, wsp_ggml_tensor, TensorRef};
 
 /// "No backend" in [`SlotInfo::assign`] and [`SlotInfo::loc`].
@@ -30,11 +30,11 @@ pub(super) struct SlotInfo {
     /// Backend index of the buffer the tensor lives in (NO_BACKEND: no
     /// buffer, FOREIGN: another backend's).
     pub loc: u16,
-    pub cause: Cause,
+    pub rule: Rule,
 }
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, cause: Cause::Unset };
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, rule: Rule::Unset };
 }
 
 /// What ggml-alloc reads of a tensor besides its place in the graph: its
