@@ -49,14 +49,15 @@ impl Sched {
         let (slot, new) = self.st.table.insert(t)?;
         if new {
             self.describe(slot, t, listed);
-            let mut next = t.view_src();
+            let (mut at, mut next) = (slot, t.view_src());
             while let Some(v) = next {
                 let (s, new) = self.st.table.insert(v)?;
+                self.st.table.info[at as usize].vsrc = s;
                 if !new {
                     break;
                 }
                 self.describe(s, v, false);
-                next = v.view_src();
+                (at, next) = (s, v.view_src());
             }
         }
         Ok(slot)
@@ -65,10 +66,16 @@ impl Sched {
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(&self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset };
+        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
             self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
         }
+    }
+
+    /// The facts of tensor `slot` read when it was registered.
+    #[inline]
+    fn info(&self, slot: u32) -> SlotInfo {
+        self.st.table.info[slot as usize]
     }
 
     #[inline]
@@ -111,7 +118,7 @@ impl Sched {
     fn applicable_user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         let t = self.tensor(slot);
         let b = *self.user.get(&(t.as_ptr() as usize))?;
-        let why = if self.loc(slot) != NO_BACKEND || (is_node && !t.data().is_null() && t.buffer().is_null()) {
+        let why = if self.loc(slot) != NO_BACKEND || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc != NONE {
             "it works in the memory of another tensor"
@@ -391,11 +398,8 @@ impl Sched {
     /// ggml-alloc will allocate, or memory outside any backend buffer).
     fn memory_root(&self, vs: u32) -> u32 {
         let mut r = vs;
-        while self.loc(r) == NO_BACKEND {
-            match self.tensor(r).view_src().and_then(|v| self.st.table.find(v.as_ptr())) {
-                Some(v) => r = v,
-                None => break,
-            }
+        while self.loc(r) == NO_BACKEND && self.info(r).vsrc != NONE {
+            r = self.info(r).vsrc;
         }
         r
     }
@@ -415,7 +419,7 @@ impl Sched {
         }
         // Memory outside any backend buffer (a plain ggml context) pins nothing.
         let root = self.memory_root(vs);
-        if self.loc(root) == NO_BACKEND && !self.tensor(root).data().is_null() {
+        if self.loc(root) == NO_BACKEND && self.info(root).has(SlotInfo::HAS_DATA) {
             return;
         }
         self.set(slot, owner, Rule::FollowsMemory);
@@ -474,8 +478,7 @@ impl Sched {
             if let Some(r) = root.filter(|&r| self.assign(r) != b) {
                 // The memory is not allocated yet: its owner moves too, when it can.
                 let owner = self.tensor(r);
-                let computed = owner.op() != ggml::WSP_GGML_OP_NONE && !owner.is_view_op();
-                if computed && !all_cpu[b as usize] && !self.backends[b as usize].supports_op(owner) {
+                if self.info(r).has(SlotInfo::COMPUTED) && !all_cpu[b as usize] && !self.backends[b as usize].supports_op(owner) {
                     if self.debug {
                         eprintln!(
                             "wsp_ggml_backend_sched: node '{}' stays on '{}', which does not support it: it works in the \
@@ -517,7 +520,7 @@ impl Sched {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == NO_BACKEND {
                     self.set(sid, a, Rule::FromConsumer);
-                    views |= self.tensor(sid).view_src().is_some();
+                    views |= self.info(sid).vsrc != NONE;
                 }
             }
         }
@@ -606,8 +609,8 @@ impl Sched {
     /// stays set.
     fn accept_unassigned_node(&mut self, i: usize, func: &str) {
         let info = self.st.nodes[i];
-        let node = self.node(i);
-        if !info.view_op() || node.data().is_null() {
+        if !info.view_op() || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
+            let node = self.node(i);
             fatal(
                 func,
                 &format!(
@@ -634,8 +637,8 @@ impl Sched {
             if self.assign(sid) == NO_BACKEND {
                 // Its copy would be made from nothing (the original crashes
                 // in ggml-alloc); with data, copy_input copies from it.
-                let src = self.tensor(sid);
-                if src.data().is_null() {
+                if !self.info(sid).has(SlotInfo::HAS_DATA) {
+                    let src = self.tensor(sid);
                     fatal(
                         func,
                         &format!(

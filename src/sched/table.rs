@@ -22,7 +22,9 @@ pub(super) const FOREIGN: u16 = u16::MAX - 1;
 /// The most backends one scheduler takes (indices must stay below FOREIGN).
 pub(super) const MAX_BACKENDS: usize = FOREIGN as usize;
 
-/// What a compute knows about one tensor, next to its key.
+/// What a compute knows about one tensor, next to its key: what the passes
+/// read of it (`loc`, `vsrc`, `flags`, read once when it is registered) and
+/// what they decide (`assign`, `rule`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct SlotInfo {
     /// Backend index the tensor is assigned to, or NO_BACKEND.
@@ -31,10 +33,42 @@ pub(super) struct SlotInfo {
     /// buffer, FOREIGN: another backend's).
     pub loc: u16,
     pub rule: Rule,
+    /// [`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`], [`SlotInfo::COMPUTED`].
+    pub flags: u8,
+    /// Slot of its view source (registered with it), or NONE.
+    pub vsrc: u32,
 }
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, rule: Rule::Unset };
+    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, rule: Rule::Unset, flags: 0, vsrc: super::NONE };
+    /// `data` is set.
+    pub const HAS_DATA: u8 = 1;
+    /// Its op is a view op (RESHAPE, VIEW, PERMUTE, TRANSPOSE).
+    pub const VIEW_OP: u8 = 2;
+    /// Its op computes something (not NONE, not a view op).
+    pub const COMPUTED: u8 = 4;
+
+    /// The flags of `t`.
+    #[inline]
+    pub fn flags_of(t: TensorRef) -> u8 {
+        let g = t.get();
+        let view = crate::ggml::is_view_op(g.op);
+        let mut f = 0;
+        if !g.data.is_null() {
+            f |= Self::HAS_DATA;
+        }
+        if view {
+            f |= Self::VIEW_OP;
+        } else if g.op != crate::ggml::WSP_GGML_OP_NONE {
+            f |= Self::COMPUTED;
+        }
+        f
+    }
+
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
 }
 
 /// What ggml-alloc reads of a tensor besides its place in the graph: its
