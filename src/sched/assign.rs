@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{AllocFacts, Full, SlotInfo, FOREIGN, NO_BACKEND};
+use super::table::{AllocFacts, Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
@@ -18,25 +18,6 @@ struct Best {
     slot: u32,
     j: u8,
     size: Option<usize>,
-}
-
-/// Reuses of one split in a row after which the table size is tuned to the
-/// graph (see `better_table_size`): a graph computed this often is likely
-/// computed many more times.
-const TUNE_AFTER: u32 = 4;
-
-/// Why a split starts over with another table.
-enum Retry {
-    /// The table has no room left for this graph.
-    Full,
-    /// The graph's addresses pile up in this table size (see Table::crowded).
-    Crowded,
-}
-
-impl From<Full> for Retry {
-    fn from(_: Full) -> Self {
-        Retry::Full
-    }
 }
 
 impl Sched {
@@ -188,33 +169,18 @@ impl Sched {
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
         let same = self.user.is_empty() && self.still_valid(graph);
-        let exact = if same { self.better_table_size() } else { None };
-        if same && exact.is_none() {
+        let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
+        if same && refit.is_none() {
             self.reuse_split(graph);
         } else {
-            // Room for the leafs, the nodes, and as many other tensors
-            // (sources outside the graph, input copies) as the last split
-            // had; exactly as many when the same graph moves to a better
-            // table size.
             let listed = graph.n_nodes() + graph.n_leafs();
-            let mut expected = match exact {
-                Some(_) => self.st.table.len(),
-                None => listed + self.st.others.max(listed / 32) + 16,
-            };
-            let mut avoid = 0; // a crowded table size
-            for attempt in 0.. {
-                let exact = exact.filter(|_| attempt == 0);
-                match self.try_split(graph, expected, avoid, exact, attempt < 4, func) {
-                    Ok(()) => break,
-                    Err(Retry::Full) => expected += expected / 4,
-                    Err(Retry::Crowded) => avoid = self.st.table.size(),
-                }
+            let mut attempt = self.st.sizing.first_attempt(listed, &self.st.table, refit);
+            while let Err(why) = self.try_split(graph, &attempt, func) {
+                attempt.retry(why, &self.st.table);
                 self.st.unpatch();
             }
-            self.st.others = self.st.table.len().saturating_sub(listed);
+            self.st.sizing.split_made(&self.st.table, listed, refit.is_some());
             self.st.reuse.valid = self.user.is_empty();
-            // A graph that moved to a better size is not tuned again.
-            self.st.reuses = if exact.is_some() { TUNE_AFTER + 1 } else { 0 };
         }
         if self.debug {
             self.print_assignments(graph);
@@ -222,24 +188,9 @@ impl Sched {
         !same
     }
 
-    /// For a graph computed again and again: a table size at which ggml-alloc
-    /// probes less for this graph's addresses (each probe step is one more
-    /// division in `wsp_ggml_hash_find`, for every one of its several
-    /// look-ups per tensor). Asked once, at the TUNE_AFTER-th reuse in a row
-    /// of a split; the caller then splits again at that size, once.
-    fn better_table_size(&mut self) -> Option<usize> {
-        self.st.reuses = self.st.reuses.saturating_add(1);
-        if self.st.reuses != TUNE_AFTER || !self.st.table.could_be_tighter() {
-            return None;
-        }
-        self.st.table.better_size()
-    }
-
-    fn try_split(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>, picky: bool, func: &str) -> Result<(), Retry> {
-        self.index_graph(graph, expected, avoid, exact, func)?;
-        if picky && self.st.table.crowded() {
-            return Err(Retry::Crowded);
-        }
+    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
+        self.index_graph(graph, attempt, func)?;
+        self.st.table.accept(attempt)?;
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
@@ -250,9 +201,9 @@ impl Sched {
     }
 
     /// Clear the tables and register every leaf, node, source and view source.
-    fn index_graph(&mut self, graph: GraphRef, expected: usize, avoid: usize, exact: Option<usize>, func: &str) -> Result<(), Full> {
+    fn index_graph(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
-        st.table.reset(expected, avoid, exact);
+        st.table.reset_for(attempt);
         st.reuse.clear();
         st.leafs.clear();
         st.nodes.clear();

@@ -150,13 +150,11 @@ struct State {
     patched: bool,
     /// One graph view per split, handed to the backend's graph_compute.
     split_graphs: Vec<wsp_ggml_cgraph>,
-    /// Tensors of the last split besides its leafs and nodes (sizes the next table).
-    others: usize,
+    /// How the next table is sized (table.rs).
+    sizing: table::Sizing,
     /// What the last split read besides the graph's structure and the
     /// tensors' locations, to check it still holds (see reuse.rs).
     reuse: reuse::Facts,
-    /// Computes in a row that reused the last split (saturating).
-    reuses: u32,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).

@@ -113,6 +113,93 @@ impl AllocFacts {
 #[derive(Debug)]
 pub(super) struct Full;
 
+/// Why a split starts over with another table.
+pub(super) enum Retry {
+    /// The table has no room left for this graph.
+    Full,
+    /// The graph's addresses pile up in this table size (see Table::crowded).
+    Crowded,
+}
+
+impl From<Full> for Retry {
+    fn from(_: Full) -> Self {
+        Retry::Full
+    }
+}
+
+/// Reuses of one split in a row after which the table size is fitted to the
+/// graph (see [`Table::better_size`]): a graph computed this often is likely
+/// computed many more times.
+const TUNE_AFTER: u32 = 4;
+
+/// The sizing policy of one scheduler's tables, across its splits: how
+/// large the next table is, and when a graph computed again and again gets
+/// a size fitted to its addresses.
+#[derive(Default)]
+pub(super) struct Sizing {
+    /// Tensors of the last split besides its leafs and nodes (sources
+    /// outside the graph's lists, input copies).
+    others: usize,
+    /// Computes in a row that reused the last split (saturating).
+    reuses: u32,
+}
+
+/// One split's attempt at a table size; a failed one is retried larger, or
+/// at another size.
+pub(super) struct Attempt {
+    expected: usize,
+    /// A table size to avoid (the graph's addresses were crowded there).
+    avoid: usize,
+    /// A size fitted to the graph (first attempt of a refit only).
+    exact: Option<usize>,
+    n: u32,
+}
+
+impl Sizing {
+    /// The last split is reused once more. Some(size) when the table should
+    /// be refitted to the graph now: at the TUNE_AFTER-th reuse in a row, if
+    /// its keys sit far from their home slots and a better size exists (each
+    /// probe step is one more division in `wsp_ggml_hash_find`, for each of
+    /// ggml-alloc's look-ups of every tensor). The caller then splits again
+    /// at that size, once.
+    pub fn on_reuse(&mut self, table: &Table) -> Option<usize> {
+        self.reuses = self.reuses.saturating_add(1);
+        if self.reuses != TUNE_AFTER || !table.could_be_tighter() {
+            return None;
+        }
+        table.better_size()
+    }
+
+    /// The first attempt for a graph of `listed` leafs and nodes: room for
+    /// them and as many other tensors as the last split had; exactly the
+    /// current count when the same graph moves to a `refit` size.
+    pub fn first_attempt(&self, listed: usize, table: &Table, refit: Option<usize>) -> Attempt {
+        let expected = match refit {
+            Some(_) => table.len(),
+            None => listed + self.others.max(listed / 32) + 16,
+        };
+        Attempt { expected, avoid: 0, exact: refit, n: 0 }
+    }
+
+    /// A split was made in `table` for a graph of `listed` leafs and nodes.
+    pub fn split_made(&mut self, table: &Table, listed: usize, refitted: bool) {
+        self.others = table.len().saturating_sub(listed);
+        // A graph that moved to a better size is not refitted again.
+        self.reuses = if refitted { TUNE_AFTER + 1 } else { 0 };
+    }
+}
+
+impl Attempt {
+    /// The attempt failed: more room, or another size.
+    pub fn retry(&mut self, why: Retry, table: &Table) {
+        match why {
+            Retry::Full => self.expected += self.expected / 4,
+            Retry::Crowded => self.avoid = table.size(),
+        }
+        self.n += 1;
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Table {
     /// ggml hash set keys; NULL marks a free slot, as ggml requires.
@@ -134,7 +221,21 @@ impl Table {
     /// Empty the table, with room for `expected` tensors and more than
     /// `size` slots (0, or a size that was crowded), or exactly `exact`
     /// slots if that leaves room for `expected`.
-    pub fn reset(&mut self, expected: usize, size: usize, exact: Option<usize>) {
+    /// Empty the table for `attempt`.
+    pub fn reset_for(&mut self, attempt: &Attempt) {
+        self.reset(attempt.expected, attempt.avoid, attempt.exact.filter(|_| attempt.n == 0));
+    }
+
+    /// Whether the keys just registered sit well enough in this size: a
+    /// crowded table is retried at another size, four times at most.
+    pub fn accept(&self, attempt: &Attempt) -> Result<(), Retry> {
+        if attempt.n < 4 && self.crowded() {
+            return Err(Retry::Crowded);
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self, expected: usize, size: usize, exact: Option<usize>) {
         let want = (expected + expected / 3 + 17).max(size + 1);
         let exact = exact.filter(|&n| n >= holds_from(expected) && n != self.keys.len());
         if exact.is_some() || self.keys.len() < want || self.keys.len() > 2 * want {
