@@ -59,6 +59,12 @@ impl Sched {
         self.st.table.info[slot as usize]
     }
 
+    /// Whether tensor `slot`'s op is a view op.
+    #[inline]
+    fn view_op(&self, slot: u32) -> bool {
+        self.info(slot).has(SlotInfo::VIEW_OP)
+    }
+
     #[inline]
     fn set(&mut self, slot: u32, backend: u16, rule: Rule) {
         let info = &mut self.st.table.info[slot as usize];
@@ -157,8 +163,8 @@ impl Sched {
     /// Sources of node `i` (slots).
     #[inline]
     fn node_srcs(&self, i: usize) -> std::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end() };
-        start..self.st.nodes[i].srcs_end()
+        let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end as usize };
+        start..self.st.nodes[i].srcs_end as usize
     }
 
     /// Assign every node to a backend and cut the graph into splits; reuse
@@ -242,8 +248,7 @@ impl Sched {
                 Some(v) => self.register(v, false)?,
                 None => NONE,
             };
-            let flag = if node.is_view_op() { NodeInfo::VIEW_OP } else { 0 };
-            self.st.nodes.push(NodeInfo { slot, vsrc, end: self.st.srcs.len() as u32 | flag });
+            self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
             self.st.reuse.alloc.push(AllocFacts::of(node));
         }
         self.st.srcs.shrink_to_fit();
@@ -395,7 +400,7 @@ impl Sched {
             let info = self.st.nodes[i];
             let (slot, vs) = (info.slot, info.vsrc);
             self.follow_memory(slot, vs);
-            if !ask || info.view_op() {
+            if !ask || self.view_op(slot) {
                 continue;
             }
             let node = self.node(i);
@@ -525,7 +530,7 @@ impl Sched {
             if a == NO_BACKEND {
                 self.accept_unassigned_node(i, func);
             }
-            if info.view_op() {
+            if self.view_op(info.slot) {
                 continue;
             }
             if self.st.table.info[info.slot as usize].rule == Rule::FromConsumer {
@@ -550,7 +555,7 @@ impl Sched {
         nodes
             .iter()
             .find(|n| n.vsrc == NONE)
-            .or_else(|| nodes.iter().find(|n| !n.view_op()))
+            .or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)))
             .map(|n| self.assign(n.slot))
             .or_else(|| nodes.iter().map(|n| self.assign(n.slot)).find(|&a| a != NO_BACKEND))
     }
@@ -560,7 +565,7 @@ impl Sched {
     /// stays set.
     fn accept_unassigned_node(&mut self, i: usize, func: &str) {
         let info = self.st.nodes[i];
-        if !info.view_op() || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
+        if !self.view_op(info.slot) || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
             let node = self.node(i);
             fatal(
                 func,

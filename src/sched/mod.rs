@@ -78,25 +78,13 @@ struct Split {
 
 /// One graph node: its slot, its view source's slot (or NONE), and where its
 /// sources' slots end in `State::srcs` (they start where the previous
-/// node's end; ggml stops at the first NULL source). The top bit of `end`
-/// marks view ops.
+/// node's end; ggml stops at the first NULL source). Whether it is a view
+/// op is in its slot's flags.
 #[derive(Clone, Copy)]
 struct NodeInfo {
     slot: u32,
     vsrc: u32,
-    end: u32,
-}
-
-impl NodeInfo {
-    const VIEW_OP: u32 = 1 << 31;
-
-    fn view_op(self) -> bool {
-        self.end & Self::VIEW_OP != 0
-    }
-
-    fn srcs_end(self) -> usize {
-        (self.end & !Self::VIEW_OP) as usize
-    }
+    srcs_end: u32,
 }
 
 /// An input copy in use: the tensor it copies, on which backend, and the

@@ -25,7 +25,7 @@
 use super::assign::{refresh_copy, Locator};
 use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};
-use crate::ggml::{is_view_op, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{wsp_ggml_tensor, GraphRef, TensorRef};
 
 /// What a split read besides the graph's structure and the tensors' locations.
 #[derive(Default)]
@@ -93,15 +93,15 @@ impl Sched {
                 return false;
             };
             let t = node.get();
-            let end = n.srcs_end();
+            let end = n.srcs_end as usize;
             let srcs = &st.srcs[start..end];
+            // (whether it is a view op is in its facts: the op)
             if t.view_src != key(n.vsrc)
-                || is_view_op(t.op) != n.view_op()
                 || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
                 || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
                 || !same_loc(node, n.slot)
                 || !facts.hold_for(node)
-                || (ask && !n.view_op() && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
+                || (ask && !info[n.slot as usize].has(SlotInfo::VIEW_OP) && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
             {
                 return false;
             }
