@@ -8,73 +8,9 @@ use core::ptr::NonNull;
 
 use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{check, fatal};
-use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, TensorRef};
+use crate::ggml::{wsp_ggml_cgraph, TensorRef};
+pub use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t};
 
-pub type wsp_ggml_backend_t = *mut wsp_ggml_backend;
-pub type wsp_ggml_backend_graph_plan_t = *mut c_void;
-pub type wsp_ggml_backend_context_t = *mut c_void;
-
-/// `struct wsp_ggml_backend_i`: the backend's function table.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct wsp_ggml_backend_i {
-    pub get_name: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t) -> *const c_char>,
-    pub free: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t)>,
-    /// buffer allocation
-    pub alloc_buffer: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t>,
-    /// get buffer alignment
-    pub get_alignment: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t) -> usize>,
-    /// tensor data access; may be asynchronous, `synchronize` waits for completion
-    pub set_tensor_async: Option<
-        unsafe extern "C" fn(
-            backend: wsp_ggml_backend_t,
-            tensor: *mut wsp_ggml_tensor,
-            data: *const c_void,
-            offset: usize,
-            size: usize,
-        ),
-    >,
-    pub get_tensor_async: Option<
-        unsafe extern "C" fn(
-            backend: wsp_ggml_backend_t,
-            tensor: *const wsp_ggml_tensor,
-            data: *mut c_void,
-            offset: usize,
-            size: usize,
-        ),
-    >,
-    pub synchronize: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t)>,
-    /// (optional) copy tensor between different backends, allow for single-copy transfers
-    pub cpy_tensor_from:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
-    pub cpy_tensor_to:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
-    /// compute graph with a plan
-    pub graph_plan_create: Option<
-        unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t,
-    >,
-    pub graph_plan_free: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
-    pub graph_plan_compute:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
-    /// compute graph without a plan
-    pub graph_compute: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph)>,
-    /// check if the backend supports an operation
-    pub supports_op: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, op: *const wsp_ggml_tensor) -> bool>,
-}
-
-/// `struct wsp_ggml_backend`. Other backends allocate and fill it themselves.
-#[repr(C)]
-pub struct wsp_ggml_backend {
-    pub iface: wsp_ggml_backend_i,
-    pub context: wsp_ggml_backend_context_t,
-}
-
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_backend_i>() == 112);
-    assert!(size_of::<wsp_ggml_backend>() == 120);
-    assert!(offset_of!(wsp_ggml_backend, context) == 112);
-};
 
 /// A backend handed to us by C. Invariant (C API contract): points to a live
 /// `wsp_ggml_backend` for the duration of the call.

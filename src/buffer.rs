@@ -6,46 +6,11 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use crate::backend::{wsp_ggml_backend, wsp_ggml_backend_t, BackendRef};
+use crate::backend::{wsp_ggml_backend, BackendRef};
 use crate::fatal::{check, fatal};
-use crate::ggml::{wsp_ggml_tensor, TensorRef};
+use crate::ggml::TensorRef;
+pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t};
 
-pub type wsp_ggml_backend_buffer_t = *mut wsp_ggml_backend_buffer;
-pub type wsp_ggml_backend_buffer_context_t = *mut c_void;
-
-/// `struct wsp_ggml_backend_buffer_i`: the buffer's function table.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct wsp_ggml_backend_buffer_i {
-    pub free_buffer: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t)>,
-    /// get base pointer
-    pub get_base: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void>,
-    /// pre-allocation callback
-    pub get_alloc_size:
-        Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize>,
-    /// post-allocation callback
-    pub init_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
-    /// pre-free callback
-    pub free_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
-}
-
-/// `struct wsp_ggml_backend_buffer`. `ggml-alloc.c` reads `backend` directly.
-#[repr(C)]
-pub struct wsp_ggml_backend_buffer {
-    pub iface: wsp_ggml_backend_buffer_i,
-    pub backend: wsp_ggml_backend_t,
-    pub context: wsp_ggml_backend_buffer_context_t,
-    pub size: usize,
-}
-
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_backend_buffer_i>() == 40);
-    assert!(size_of::<wsp_ggml_backend_buffer>() == 64);
-    assert!(offset_of!(wsp_ggml_backend_buffer, backend) == 40);
-    assert!(offset_of!(wsp_ggml_backend_buffer, context) == 48);
-    assert!(offset_of!(wsp_ggml_backend_buffer, size) == 56);
-};
 
 /// Create a buffer struct. It is `malloc`ed, as in the original, so that a
 /// buffer struct is released the same way whoever made it.

@@ -1,9 +1,7 @@
-//! Bindings to the parts of ggml (`ggml.c`, `ggml-alloc.c`) that this library
-//! uses. Those files stay C and belong to the user's build; we only import.
-//!
-//! The `#[repr(C)]` mirrors below follow `ggml.h` of whisper.rn 0.4.0-rc.4
-//! (identical in layout to whisper.cpp v1.5.0). Their sizes and offsets are
-//! checked at compile time here and again from C in `ffi-tests`.
+//! Safe handles on the ggml objects this library is given: tensors and
+//! graphs ([`TensorRef`], [`GraphRef`]), and the few ggml facts the scheduler
+//! computes itself (sizes, ggml-alloc's allocator state). The `#[repr(C)]`
+//! mirrors and the imported functions are in `sys` (re-exported here).
 //!
 //! Everything that dereferences a tensor or graph pointer lives in this module,
 //! behind [`TensorRef`] and [`GraphRef`], so the rest of the crate reads ggml
@@ -14,69 +12,11 @@
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr::NonNull;
 
-pub const WSP_GGML_MAX_DIMS: usize = 4;
-pub const WSP_GGML_MAX_SRC: usize = 6;
-pub const WSP_GGML_MAX_NAME: usize = 64;
-pub const WSP_GGML_MAX_OP_PARAMS: usize = 64;
-/// `WSP_GGML_DEFAULT_N_THREADS` in ggml.h: the CPU backend's initial thread count.
-pub const WSP_GGML_DEFAULT_N_THREADS: c_int = 4;
+pub use crate::sys::*;
 
-/// `enum wsp_ggml_op` values the scheduler needs (same in rc.4 and v1.5.0).
-pub const WSP_GGML_OP_NONE: c_int = 0;
-pub const WSP_GGML_OP_RESHAPE: c_int = 29;
-pub const WSP_GGML_OP_VIEW: c_int = 30;
-pub const WSP_GGML_OP_PERMUTE: c_int = 31;
-pub const WSP_GGML_OP_TRANSPOSE: c_int = 32;
 
-/// `struct wsp_ggml_tensor` (ggml.h).
-#[repr(C)]
-pub struct wsp_ggml_tensor {
-    pub type_: c_int,
-    pub backend: c_int,
-    pub buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
-    pub n_dims: c_int,
-    pub ne: [i64; WSP_GGML_MAX_DIMS],
-    pub nb: [usize; WSP_GGML_MAX_DIMS],
-    pub op: c_int,
-    pub op_params: [i32; WSP_GGML_MAX_OP_PARAMS / 4],
-    pub is_param: bool,
-    pub grad: *mut wsp_ggml_tensor,
-    pub src: [*mut wsp_ggml_tensor; WSP_GGML_MAX_SRC],
-    pub perf_runs: c_int,
-    pub perf_cycles: i64,
-    pub perf_time_us: i64,
-    pub view_src: *mut wsp_ggml_tensor,
-    pub view_offs: usize,
-    pub data: *mut c_void,
-    pub name: [c_char; WSP_GGML_MAX_NAME],
-    pub extra: *mut c_void,
-    pub padding: [c_char; 12],
-}
 
-/// `struct wsp_ggml_hash_set` (ggml.h), passed by value to ggml-alloc.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct wsp_ggml_hash_set {
-    pub size: usize,
-    pub keys: *mut *mut wsp_ggml_tensor,
-}
 
-/// `struct wsp_ggml_cgraph` (ggml.h).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct wsp_ggml_cgraph {
-    pub size: c_int,
-    pub n_nodes: c_int,
-    pub n_leafs: c_int,
-    pub nodes: *mut *mut wsp_ggml_tensor,
-    pub grads: *mut *mut wsp_ggml_tensor,
-    pub leafs: *mut *mut wsp_ggml_tensor,
-    pub visited_hash_table: wsp_ggml_hash_set,
-    pub order: c_int,
-    pub perf_runs: c_int,
-    pub perf_cycles: i64,
-    pub perf_time_us: i64,
-}
 
 impl wsp_ggml_cgraph {
     /// A graph of `n` nodes at `nodes` (and their gradients at `grads`, or
@@ -99,15 +39,6 @@ impl wsp_ggml_cgraph {
     }
 }
 
-/// `struct wsp_ggml_cplan` (ggml.h).
-#[repr(C)]
-pub struct wsp_ggml_cplan {
-    pub work_size: usize,
-    pub work_data: *mut u8,
-    pub n_threads: c_int,
-    pub abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
-    pub abort_callback_data: *mut c_void,
-}
 
 /// ggml's block size and type size of each type, packed (`blck << 16 |
 /// size`; 0: not asked yet): constants of the ggml linked in, asked once.
@@ -137,44 +68,7 @@ fn type_sizes(type_: c_int) -> Option<(u64, u64)> {
     Some(((packed >> 16) as u64, (packed & 0xffff) as u64))
 }
 
-/// Opaque `struct wsp_ggml_tallocr` (ggml-alloc.h).
-#[repr(C)]
-pub struct wsp_ggml_tallocr {
-    _private: [u8; 0],
-}
-/// Opaque `struct wsp_ggml_gallocr` (ggml-alloc.h).
-#[repr(C)]
-pub struct wsp_ggml_gallocr {
-    _private: [u8; 0],
-}
-pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
 
-/// The head of ggml-alloc's private `struct ggml_tallocr` (ggml-alloc.c of
-/// whisper.cpp 1.5, as shipped in whisper.rn 0.4.0-rc.4; the same with
-/// `GGML_ALLOCATOR_DEBUG`, which only appends fields). ggml-alloc has no call
-/// that says how much of a buffer its allocator has handed out since the last
-/// reset, and the scheduler needs exactly that for the caller's inputs in a
-/// compute buffer (`sched_get_tallocr`). Read only through
-/// [`tallocr_free_tail`], which checks it against what the public calls say.
-#[repr(C)]
-struct TallocrHead {
-    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
-    buffer_owned: bool,
-    base: *mut c_void,
-    alignment: usize,
-    n_free_blocks: c_int,
-    free_blocks: [FreeBlock; TALLOCR_MAX_FREE_BLOCKS],
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct FreeBlock {
-    addr: *mut c_void,
-    size: usize,
-}
-
-/// `MAX_FREE_BLOCKS` of ggml-alloc.c.
-const TALLOCR_MAX_FREE_BLOCKS: usize = 256;
 
 /// Where the free space at the end of a (non-measure) allocator's buffer
 /// starts, as an offset from the buffer's base: everything before it may be
@@ -223,83 +117,10 @@ pub fn tallocr_free_tail(talloc: wsp_ggml_tallocr_t) -> Option<usize> {
     // the end of the buffer, or the buffer's tail is in use.
     Some(if addr + last.size == end { addr - start } else { end - start })
 }
-pub type wsp_ggml_gallocr_t = *mut wsp_ggml_gallocr;
 
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_tensor>() == 352);
-    assert!(offset_of!(wsp_ggml_tensor, buffer) == 8);
-    assert!(offset_of!(wsp_ggml_tensor, n_dims) == 16);
-    assert!(offset_of!(wsp_ggml_tensor, ne) == 24);
-    assert!(offset_of!(wsp_ggml_tensor, nb) == 56);
-    assert!(offset_of!(wsp_ggml_tensor, op) == 88);
-    assert!(offset_of!(wsp_ggml_tensor, is_param) == 156);
-    assert!(offset_of!(wsp_ggml_tensor, src) == 168);
-    assert!(offset_of!(wsp_ggml_tensor, view_src) == 240);
-    assert!(offset_of!(wsp_ggml_tensor, data) == 256);
-    assert!(offset_of!(wsp_ggml_tensor, name) == 264);
-    assert!(offset_of!(wsp_ggml_tensor, extra) == 328);
-    assert!(size_of::<wsp_ggml_cgraph>() == 80);
-    assert!(offset_of!(wsp_ggml_cgraph, visited_hash_table) == 40);
-    assert!(offset_of!(wsp_ggml_cgraph, order) == 56);
-    assert!(offset_of!(wsp_ggml_cgraph, perf_time_us) == 72);
-    assert!(size_of::<wsp_ggml_hash_set>() == 16);
-    assert!(size_of::<wsp_ggml_cplan>() == 40);
-    assert!(offset_of!(wsp_ggml_cplan, abort_callback) == 24);
-};
 
-/// Opaque `struct wsp_ggml_context` (ggml.h).
-#[repr(C)]
-pub struct wsp_ggml_context {
-    _private: [u8; 0],
-}
 
-/// `struct wsp_ggml_init_params` (ggml.h).
-#[repr(C)]
-pub struct wsp_ggml_init_params {
-    pub mem_size: usize,
-    pub mem_buffer: *mut c_void,
-    pub no_alloc: bool,
-}
 
-extern "C" {
-    pub fn wsp_ggml_init(params: wsp_ggml_init_params) -> *mut wsp_ggml_context;
-    pub fn wsp_ggml_free(ctx: *mut wsp_ggml_context);
-    pub fn wsp_ggml_tensor_overhead() -> usize;
-    pub fn wsp_ggml_graph_overhead_custom(size: usize, grads: bool) -> usize;
-    pub fn wsp_ggml_new_graph_custom(ctx: *mut wsp_ggml_context, size: usize, grads: bool) -> *mut wsp_ggml_cgraph;
-    pub fn wsp_ggml_dup_tensor(ctx: *mut wsp_ggml_context, src: *const wsp_ggml_tensor) -> *mut wsp_ggml_tensor;
-    pub fn wsp_ggml_tallocr_new_from_buffer(buffer: *mut crate::buffer::wsp_ggml_backend_buffer) -> wsp_ggml_tallocr_t;
-    pub fn wsp_ggml_tallocr_alloc(talloc: wsp_ggml_tallocr_t, tensor: *mut wsp_ggml_tensor);
-    pub fn wsp_ggml_nbytes(tensor: *const wsp_ggml_tensor) -> usize;
-    pub fn wsp_ggml_blck_size(type_: c_int) -> c_int;
-    pub fn wsp_ggml_type_size(type_: c_int) -> usize;
-    pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
-    pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
-    pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
-
-    pub fn wsp_ggml_tallocr_new_from_backend(
-        backend: *mut crate::backend::wsp_ggml_backend,
-        size: usize,
-    ) -> wsp_ggml_tallocr_t;
-    pub fn wsp_ggml_tallocr_new_measure_from_backend(
-        backend: *mut crate::backend::wsp_ggml_backend,
-    ) -> wsp_ggml_tallocr_t;
-    pub fn wsp_ggml_tallocr_free(talloc: wsp_ggml_tallocr_t);
-    pub fn wsp_ggml_tallocr_get_buffer(talloc: wsp_ggml_tallocr_t) -> *mut crate::buffer::wsp_ggml_backend_buffer;
-    pub fn wsp_ggml_tallocr_is_measure(talloc: wsp_ggml_tallocr_t) -> bool;
-    pub fn wsp_ggml_tallocr_max_size(talloc: wsp_ggml_tallocr_t) -> usize;
-    pub fn wsp_ggml_tallocr_reset(talloc: wsp_ggml_tallocr_t);
-
-    pub fn wsp_ggml_gallocr_new() -> wsp_ggml_gallocr_t;
-    pub fn wsp_ggml_gallocr_free(galloc: wsp_ggml_gallocr_t);
-    pub fn wsp_ggml_gallocr_alloc_graph_n(
-        galloc: wsp_ggml_gallocr_t,
-        graph: *mut wsp_ggml_cgraph,
-        hash_set: wsp_ggml_hash_set,
-        hash_node_talloc: *mut wsp_ggml_tallocr_t,
-    );
-}
 
 /// A tensor handed to us by C. Copyable handle; identity is the address.
 ///

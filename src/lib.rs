@@ -3,8 +3,9 @@
 //! same struct layouts, same results.
 //!
 //! Layout of the crate:
-//! - `ggml`: the ggml types and functions we import (ggml.c and ggml-alloc.c
-//!   stay C, in the user's build);
+//! - `sys`: every `#[repr(C)]` mirror, the functions imported from ggml
+//!   (ggml.c and ggml-alloc.c stay C, in the user's build), layout checks;
+//! - `ggml`: safe handles on ggml's tensors and graphs;
 //! - `buffer`, `backend`: the two interface structs and their dispatch;
 //! - `copy`: tensor copies between backends;
 //! - `cpu`: the CPU backend;
@@ -28,3 +29,4 @@ mod ggml;
 mod graph_copy;
 mod ptrmap;
 mod sched;
+mod sys;

@@ -1,0 +1,127 @@
+//! Every `#[repr(C)]` mirror of a C struct, the declarations of what we
+//! import from ggml, and the layout assertions, in one place.
+//!
+//! - ggml's types (`ggml.h`, `ggml-alloc.h` of whisper.rn 0.4.0-rc.4, the
+//!   same layout as whisper.cpp v1.5.0) and the functions of `ggml.c` and
+//!   `ggml-alloc.c` we import: those files stay C, in the user's build;
+//! - the head of ggml-alloc's private allocator struct, read by
+//!   `ggml::tallocr_free_tail` only;
+//! - the backend and buffer structs of `ggml-backend-impl.h`, which cbindgen
+//!   writes into the generated headers (the interfaces that C backends fill).
+//!
+//! Sizes and offsets are checked at compile time here (64-bit targets) and
+//! again from C in `ffi-tests` (layout_check.c).
+
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_void};
+
+/// cbindgen:ignore
+mod ggml;
+pub use ggml::*;
+
+// ---------------------------------------------------------------------------
+// ggml-backend-impl.h: the buffer and backend interfaces.
+
+pub type wsp_ggml_backend_buffer_t = *mut wsp_ggml_backend_buffer;
+pub type wsp_ggml_backend_buffer_context_t = *mut c_void;
+
+/// `struct wsp_ggml_backend_buffer_i`: the buffer's function table.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wsp_ggml_backend_buffer_i {
+    pub free_buffer: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t)>,
+    /// get base pointer
+    pub get_base: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void>,
+    /// pre-allocation callback
+    pub get_alloc_size:
+        Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize>,
+    /// post-allocation callback
+    pub init_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
+    /// pre-free callback
+    pub free_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
+}
+
+/// `struct wsp_ggml_backend_buffer`. `ggml-alloc.c` reads `backend` directly.
+#[repr(C)]
+pub struct wsp_ggml_backend_buffer {
+    pub iface: wsp_ggml_backend_buffer_i,
+    pub backend: wsp_ggml_backend_t,
+    pub context: wsp_ggml_backend_buffer_context_t,
+    pub size: usize,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<wsp_ggml_backend_buffer_i>() == 40);
+    assert!(size_of::<wsp_ggml_backend_buffer>() == 64);
+    assert!(offset_of!(wsp_ggml_backend_buffer, backend) == 40);
+    assert!(offset_of!(wsp_ggml_backend_buffer, context) == 48);
+    assert!(offset_of!(wsp_ggml_backend_buffer, size) == 56);
+};
+
+pub type wsp_ggml_backend_t = *mut wsp_ggml_backend;
+pub type wsp_ggml_backend_graph_plan_t = *mut c_void;
+pub type wsp_ggml_backend_context_t = *mut c_void;
+
+/// `struct wsp_ggml_backend_i`: the backend's function table.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct wsp_ggml_backend_i {
+    pub get_name: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t) -> *const c_char>,
+    pub free: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t)>,
+    /// buffer allocation
+    pub alloc_buffer: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t>,
+    /// get buffer alignment
+    pub get_alignment: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t) -> usize>,
+    /// tensor data access; may be asynchronous, `synchronize` waits for completion
+    pub set_tensor_async: Option<
+        unsafe extern "C" fn(
+            backend: wsp_ggml_backend_t,
+            tensor: *mut wsp_ggml_tensor,
+            data: *const c_void,
+            offset: usize,
+            size: usize,
+        ),
+    >,
+    pub get_tensor_async: Option<
+        unsafe extern "C" fn(
+            backend: wsp_ggml_backend_t,
+            tensor: *const wsp_ggml_tensor,
+            data: *mut c_void,
+            offset: usize,
+            size: usize,
+        ),
+    >,
+    pub synchronize: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t)>,
+    /// (optional) copy tensor between different backends, allow for single-copy transfers
+    pub cpy_tensor_from:
+        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
+    pub cpy_tensor_to:
+        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
+    /// compute graph with a plan
+    pub graph_plan_create: Option<
+        unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t,
+    >,
+    pub graph_plan_free: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
+    pub graph_plan_compute:
+        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
+    /// compute graph without a plan
+    pub graph_compute: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph)>,
+    /// check if the backend supports an operation
+    pub supports_op: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, op: *const wsp_ggml_tensor) -> bool>,
+}
+
+/// `struct wsp_ggml_backend`. Other backends allocate and fill it themselves.
+#[repr(C)]
+pub struct wsp_ggml_backend {
+    pub iface: wsp_ggml_backend_i,
+    pub context: wsp_ggml_backend_context_t,
+}
+
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<wsp_ggml_backend_i>() == 112);
+    assert!(size_of::<wsp_ggml_backend>() == 120);
+    assert!(offset_of!(wsp_ggml_backend, context) == 112);
+};
