@@ -34,7 +34,8 @@ impl PtrMap {
     #[inline]
     fn slot(&self, key: usize) -> usize {
         // Fibonacci hashing on the address (tensors are at least 8-aligned).
-        key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift
+        // (in 64 bits on every target: `shift` counts from 64)
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
     /// Empty the map, making room for `expected` keys without rehashing.

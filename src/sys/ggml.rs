@@ -124,28 +124,45 @@ pub(crate) const TALLOCR_MAX_FREE_BLOCKS: usize = 256;
 
 pub type wsp_ggml_gallocr_t = *mut wsp_ggml_gallocr;
 
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_tensor>() == 352);
-    assert!(offset_of!(wsp_ggml_tensor, buffer) == 8);
-    assert!(offset_of!(wsp_ggml_tensor, n_dims) == 16);
-    assert!(offset_of!(wsp_ggml_tensor, ne) == 24);
-    assert!(offset_of!(wsp_ggml_tensor, nb) == 56);
-    assert!(offset_of!(wsp_ggml_tensor, op) == 88);
-    assert!(offset_of!(wsp_ggml_tensor, is_param) == 156);
-    assert!(offset_of!(wsp_ggml_tensor, src) == 168);
-    assert!(offset_of!(wsp_ggml_tensor, view_src) == 240);
-    assert!(offset_of!(wsp_ggml_tensor, data) == 256);
-    assert!(offset_of!(wsp_ggml_tensor, name) == 264);
-    assert!(offset_of!(wsp_ggml_tensor, extra) == 328);
-    assert!(size_of::<wsp_ggml_cgraph>() == 80);
-    assert!(offset_of!(wsp_ggml_cgraph, visited_hash_table) == 40);
-    assert!(offset_of!(wsp_ggml_cgraph, order) == 56);
-    assert!(offset_of!(wsp_ggml_cgraph, perf_time_us) == 72);
-    assert!(size_of::<wsp_ggml_hash_set>() == 16);
-    assert!(size_of::<wsp_ggml_cplan>() == 40);
-    assert!(offset_of!(wsp_ggml_cplan, abort_callback) == 24);
-};
+/// Sizes and offsets as gcc lays out ggml.h's structs on each target
+/// (64-bit, and 32-bit x86, where `int64_t` is 4-aligned inside structs);
+/// other targets are checked from C by ffi-tests' layout_check.c.
+macro_rules! layout {
+    ($($x:expr => $b64:expr, $x86:expr;)*) => {
+        const _: () = {
+            $(
+                #[cfg(target_pointer_width = "64")]
+                assert!($x == $b64);
+                #[cfg(all(target_arch = "x86", target_pointer_width = "32"))]
+                assert!($x == $x86);
+            )*
+        };
+    };
+}
+pub(crate) use layout;
+
+use core::mem::{offset_of, size_of};
+layout! {
+    size_of::<wsp_ggml_tensor>() => 352, 276;
+    offset_of!(wsp_ggml_tensor, buffer) => 8, 8;
+    offset_of!(wsp_ggml_tensor, n_dims) => 16, 12;
+    offset_of!(wsp_ggml_tensor, ne) => 24, 16;
+    offset_of!(wsp_ggml_tensor, nb) => 56, 48;
+    offset_of!(wsp_ggml_tensor, op) => 88, 64;
+    offset_of!(wsp_ggml_tensor, is_param) => 156, 132;
+    offset_of!(wsp_ggml_tensor, src) => 168, 140;
+    offset_of!(wsp_ggml_tensor, view_src) => 240, 184;
+    offset_of!(wsp_ggml_tensor, data) => 256, 192;
+    offset_of!(wsp_ggml_tensor, name) => 264, 196;
+    offset_of!(wsp_ggml_tensor, extra) => 328, 260;
+    size_of::<wsp_ggml_cgraph>() => 80, 56;
+    offset_of!(wsp_ggml_cgraph, visited_hash_table) => 40, 24;
+    offset_of!(wsp_ggml_cgraph, order) => 56, 32;
+    offset_of!(wsp_ggml_cgraph, perf_time_us) => 72, 48;
+    size_of::<wsp_ggml_hash_set>() => 16, 8;
+    size_of::<wsp_ggml_cplan>() => 40, 20;
+    offset_of!(wsp_ggml_cplan, abort_callback) => 24, 12;
+}
 
 /// Opaque `struct wsp_ggml_context` (ggml.h).
 #[repr(C)]

@@ -9,12 +9,13 @@
 //! - the backend and buffer structs of `ggml-backend-impl.h`, which cbindgen
 //!   writes into the generated headers (the interfaces that C backends fill).
 //!
-//! Sizes and offsets are checked at compile time here (64-bit targets) and
-//! again from C in `ffi-tests` (layout_check.c).
+//! Sizes and offsets are checked at compile time here (64-bit and 32-bit x86
+//! targets) and again from C in `ffi-tests` (layout_check.c).
 
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_void};
+use core::mem::{offset_of, size_of};
 
 /// cbindgen:ignore
 mod ggml;
@@ -51,14 +52,13 @@ pub struct wsp_ggml_backend_buffer {
     pub size: usize,
 }
 
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_backend_buffer_i>() == 40);
-    assert!(size_of::<wsp_ggml_backend_buffer>() == 64);
-    assert!(offset_of!(wsp_ggml_backend_buffer, backend) == 40);
-    assert!(offset_of!(wsp_ggml_backend_buffer, context) == 48);
-    assert!(offset_of!(wsp_ggml_backend_buffer, size) == 56);
-};
+ggml::layout! {
+    size_of::<wsp_ggml_backend_buffer_i>() => 40, 20;
+    size_of::<wsp_ggml_backend_buffer>() => 64, 32;
+    offset_of!(wsp_ggml_backend_buffer, backend) => 40, 20;
+    offset_of!(wsp_ggml_backend_buffer, context) => 48, 24;
+    offset_of!(wsp_ggml_backend_buffer, size) => 56, 28;
+}
 
 pub type wsp_ggml_backend_t = *mut wsp_ggml_backend;
 pub type wsp_ggml_backend_graph_plan_t = *mut c_void;
@@ -119,9 +119,8 @@ pub struct wsp_ggml_backend {
     pub context: wsp_ggml_backend_context_t,
 }
 
-const _: () = {
-    use core::mem::{offset_of, size_of};
-    assert!(size_of::<wsp_ggml_backend_i>() == 112);
-    assert!(size_of::<wsp_ggml_backend>() == 120);
-    assert!(offset_of!(wsp_ggml_backend, context) == 112);
-};
+ggml::layout! {
+    size_of::<wsp_ggml_backend_i>() => 112, 56;
+    size_of::<wsp_ggml_backend>() => 120, 60;
+    offset_of!(wsp_ggml_backend, context) => 112, 56;
+}
