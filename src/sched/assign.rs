@@ -201,7 +201,10 @@ impl Sched {
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
         self.pass3_from_consumers();
-        self.pass4_split(func)?;
+        self.pass4_split(func);
+        // apply the plan
+        self.make_copies()?;
+        self.st.patch();
         self.view_splits(graph);
         Ok(())
     }
@@ -514,16 +517,15 @@ impl Sched {
     }
 
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
-    /// and redirect sources living elsewhere to copies on the split's
-    /// backend. A node still without a backend would crash the original
+    /// and plan copies on the split's backend for sources living elsewhere
+    /// (made by `make_copies`, patched into the graph by `State::patch`). A node still without a backend would crash the original
     /// later; we stop with a message instead.
-    fn pass4_split(&mut self, func: &str) -> Result<(), Full> {
+    fn pass4_split(&mut self, func: &str) {
         let n = self.st.nodes.len();
         let Some(mut cur) = self.first_split_backend() else {
-            return Ok(()); // no node to compute
+            return; // no node to compute
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
-        self.st.patched = true;
         for i in 0..n {
             let info = self.st.nodes[i];
             let a = self.assign(info.slot);
@@ -542,9 +544,8 @@ impl Sched {
                 self.st.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });
                 cur = a;
             }
-            self.route_inputs(i, cur, func)?;
+            self.route_inputs(i, cur, func);
         }
-        Ok(())
     }
 
     /// The first split's backend: that of the first node that is not a view.
@@ -583,7 +584,7 @@ impl Sched {
     /// Point node `i`'s sources that are not on `cur` (its split's backend)
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
-    fn route_inputs(&mut self, i: usize, cur: u16, func: &str) -> Result<(), Full> {
+    fn route_inputs(&mut self, i: usize, cur: u16, func: &str) {
         let split_no = self.st.splits.len() as u32;
         for (j, k) in self.node_srcs(i).enumerate() {
             let sid = self.st.srcs[k];
@@ -607,37 +608,43 @@ impl Sched {
                 }
                 self.st.reuse.unassigned_views.push(sid);
             }
-            let copy = self.copy_for(sid, cur)?;
+            let copy = self.copy_for(sid, cur);
             let of = &mut self.st.copy_of[copy as usize];
             if of.mark != split_no {
                 of.mark = split_no;
                 self.st.inputs.push((sid, copy));
                 self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
             }
-            let node = self.node(i);
-            let copy_ref = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
-            node.set_src(j, copy_ref);
-            self.st.patches.push(Patch { node, j, original: self.tensor(sid), copy });
+            self.st.patches.push(Patch { node: self.node(i), j, original: self.tensor(sid), copy });
         }
-        Ok(())
     }
 
-    /// The copy of tensor `sid` on backend `b`, made once per graph and backend.
-    fn copy_for(&mut self, sid: u32, b: u16) -> Result<u32, Full> {
+    /// The copy of tensor `sid` on backend `b`, planned once per graph and
+    /// backend (made by `make_copies`).
+    fn copy_for(&mut self, sid: u32, b: u16) -> u32 {
         if let Some(&c) = self.st.copy_index.get(&(sid, b)) {
-            return Ok(c);
+            return c;
         }
-        let c = self.st.copy_of.len();
-        if c == self.st.copies.len() {
-            self.st.copies.push(Box::new(ggml::zeroed_tensor()));
-        }
-        let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
-        let (cslot, _) = self.st.table.insert(copy_ref)?;
-        self.set(cslot, b, Rule::InputCopy);
+        let c = self.st.copy_of.len() as u32;
         self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0 });
-        self.st.copy_index.insert((sid, b), c as u32);
-        refresh_copy(&self.backends, &mut self.st, c);
-        Ok(c as u32)
+        self.st.copy_index.insert((sid, b), c);
+        c
+    }
+
+    /// Apply the plan's input copies: each one a tensor of ours with its
+    /// source's layout and name, registered (ggml-alloc allocates it with its
+    /// backend's allocator).
+    fn make_copies(&mut self) -> Result<(), Full> {
+        for c in 0..self.st.copy_of.len() {
+            if c == self.st.copies.len() {
+                self.st.copies.push(Box::new(ggml::zeroed_tensor()));
+            }
+            refresh_copy(&self.backends, &mut self.st, c);
+            let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
+            let (cslot, _) = self.st.table.insert(copy_ref)?;
+            self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
+        }
+        Ok(())
     }
 
     /// One graph view per split into the caller's node array.
