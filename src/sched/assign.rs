@@ -4,6 +4,8 @@
 
 use super::table::{AllocFacts, Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
+use std::collections::HashMap;
+
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
 use crate::fatal::fatal;
@@ -20,7 +22,18 @@ struct Best {
     size: Option<usize>,
 }
 
-impl Sched {
+/// The passes, over the scheduler's tables: what they read of the
+/// scheduler (its backends, user assignments, debug switch) and the state
+/// they fill. Made for one split by `Sched::try_split` (and by the unit
+/// tests, without a scheduler or ggml).
+pub(super) struct Planner<'a> {
+    pub st: &'a mut super::State,
+    pub backends: &'a [BackendRef],
+    pub user: &'a HashMap<usize, u16>,
+    pub debug: bool,
+}
+
+impl Planner<'_> {
     /// Slot of `t` in this split's table, registering it (and the tensors
     /// whose memory it views, which ggml-alloc looks up too) on first sight.
     /// `listed`: `t` is a leaf or node of the graph (the others are
@@ -46,7 +59,7 @@ impl Sched {
 
     #[inline]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
-        let loc = locate(&self.backends, t);
+        let loc = locate(self.backends, t);
         self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
             self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
@@ -167,6 +180,9 @@ impl Sched {
         start..self.st.nodes[i].srcs_end as usize
     }
 
+}
+
+impl Sched {
     /// Assign every node to a backend and cut the graph into splits; reuse
     /// the last split when the graph and everything it depends on are
     /// unchanged.
@@ -195,6 +211,18 @@ impl Sched {
     }
 
     fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
+        let mut p = Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug };
+        p.plan(graph, attempt, func)?;
+        self.view_splits(graph);
+        Ok(())
+    }
+
+}
+
+impl Planner<'_> {
+    /// Index `graph` and run the passes: assignments, splits, input copies;
+    /// then make the copies and patch the graph's sources.
+    pub(super) fn plan(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
         self.index_graph(graph, attempt, func)?;
         self.st.table.accept(attempt)?;
         self.pass1_from_locations(func);
@@ -205,7 +233,6 @@ impl Sched {
         // apply the plan
         self.make_copies()?;
         self.st.patch();
-        self.view_splits(graph);
         Ok(())
     }
 
@@ -339,17 +366,12 @@ impl Sched {
         }
     }
 
-    /// The backends that are our CPU backend (which supports every op, so
-    /// it is never asked).
-    pub(super) fn cpu_backends(&self) -> Vec<bool> {
-        self.backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect()
+    fn cpu_backends(&self) -> Vec<bool> {
+        cpu_backends(self.backends)
     }
 
-    /// The next backend after `a` in priority order (wrapping around) that
-    /// supports `node`.
-    pub(super) fn next_supporting(&self, a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
-        let n = self.backends.len();
-        (1..n).map(|d| (a as usize + d) % n).find(|&b| cpu[b] || self.backends[b].supports_op(node)).map(|b| b as u16)
+    fn next_supporting(&self, a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
+        next_supporting(self.backends, a, node, cpu)
     }
 
     /// Where the memory a node works in comes from: the first tensor along
@@ -639,7 +661,7 @@ impl Sched {
             if c == self.st.copies.len() {
                 self.st.copies.push(Box::new(ggml::zeroed_tensor()));
             }
-            refresh_copy(&self.backends, &mut self.st, c);
+            refresh_copy(self.backends, self.st, c);
             let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
             let (cslot, _) = self.st.table.insert(copy_ref)?;
             self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
@@ -647,6 +669,9 @@ impl Sched {
         Ok(())
     }
 
+}
+
+impl Sched {
     /// One graph view per split into the caller's node array.
     pub(super) fn view_splits(&mut self, graph: GraphRef) {
         let st = &mut self.st;
@@ -663,6 +688,19 @@ impl Sched {
             st.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
         }
     }
+}
+
+/// The backends that are our CPU backend (which supports every op, so it is
+/// never asked).
+pub(super) fn cpu_backends(backends: &[BackendRef]) -> Vec<bool> {
+    backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect()
+}
+
+/// The next backend after `a` in priority order (wrapping around) that
+/// supports `node`.
+pub(super) fn next_supporting(backends: &[BackendRef], a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
+    let n = backends.len();
+    (1..n).map(|d| (a as usize + d) % n).find(|&b| cpu[b] || backends[b].supports_op(node)).map(|b| b as u16)
 }
 
 /// Copy `c` as a fresh, unallocated tensor with its source's layout and

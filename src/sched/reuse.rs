@@ -22,7 +22,7 @@
 //! renamed, graph sources patched again, and ggml-alloc allocates the graph
 //! as usual.
 
-use super::assign::{refresh_copy, Locator};
+use super::assign::{cpu_backends, next_supporting, refresh_copy, Locator};
 use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};
 use crate::ggml::{wsp_ggml_tensor, GraphRef, TensorRef};
@@ -84,7 +84,7 @@ impl Sched {
             }
         }
         // supports_op, asked again (our CPU backend is never asked)
-        let cpu = self.cpu_backends();
+        let cpu = cpu_backends(&self.backends);
         let ask = !cpu.iter().all(|&c| c);
         let mut moved = st.reuse.moved.iter();
         let mut start = 0;
@@ -128,7 +128,7 @@ impl Sched {
         if rule == Rule::Unsupported {
             // Rejected by `from`, then the search ended at `assign`.
             let Some(&from) = moved.next() else { return false };
-            !self.backends[from as usize].supports_op(node) && self.next_supporting(from, node, cpu) == Some(assign)
+            !self.backends[from as usize].supports_op(node) && next_supporting(&self.backends, from, node, cpu) == Some(assign)
         } else if assign == NO_BACKEND || cpu[assign as usize] {
             true // nothing was asked
         } else {
