@@ -19,6 +19,8 @@ mod fit;
 mod reuse;
 mod table;
 mod talloc_model;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::ffi::CStr;

@@ -1,0 +1,307 @@
+//! Unit tests of the passes (assign.rs), without a scheduler and without
+//! ggml: tensors, graphs, buffers and backends are plain structs made here,
+//! and the few ggml functions the passes reach are stubbed below.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::collections::HashMap;
+
+use super::assign::Planner;
+use super::table::NO_BACKEND;
+use super::{Rule, State};
+use crate::backend::BackendRef;
+use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, zeroed_tensor, GraphRef, WSP_GGML_OP_VIEW};
+use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_i, wsp_ggml_backend_i};
+
+// ggml ops used here (values of ggml.h's enum in whisper.cpp 1.5).
+const OP_ADD: c_int = 2;
+const OP_MUL: c_int = 6;
+const OP_MUL_MAT: c_int = 23;
+
+// --- stubs of the ggml functions the passes reach (f32 tensors only) -----
+
+#[no_mangle]
+extern "C" fn wsp_ggml_blck_size(_type: c_int) -> c_int {
+    1
+}
+
+#[no_mangle]
+extern "C" fn wsp_ggml_type_size(_type: c_int) -> usize {
+    4
+}
+
+#[no_mangle]
+extern "C" fn wsp_ggml_nbytes(t: *const wsp_ggml_tensor) -> usize {
+    // SAFETY: the tests' own tensors.
+    let t = unsafe { &*t };
+    4 + (0..4).map(|i| (t.ne[i] as usize - 1) * t.nb[i]).sum::<usize>()
+}
+
+#[no_mangle]
+extern "C" fn wsp_ggml_op_name(_op: c_int) -> *const c_char {
+    c"op".as_ptr()
+}
+
+// The CPU backend's interface (which `is_cpu` compares with) links these;
+// the passes never compute.
+#[no_mangle]
+extern "C" fn wsp_ggml_graph_plan(_g: *mut wsp_ggml_cgraph, _n_threads: c_int) -> crate::ggml::wsp_ggml_cplan {
+    unreachable!("the passes never compute")
+}
+
+#[no_mangle]
+extern "C" fn wsp_ggml_graph_compute(_g: *mut wsp_ggml_cgraph, _plan: *mut crate::ggml::wsp_ggml_cplan) -> c_int {
+    unreachable!("the passes never compute")
+}
+
+// --- a little world of backends, buffers and tensors ----------------------
+
+/// A backend's context: its name and the ops its supports_op rejects.
+struct FakeBackend {
+    name: &'static core::ffi::CStr,
+    rejects: Vec<c_int>,
+}
+
+extern "C" fn fake_name(b: *mut wsp_ggml_backend) -> *const c_char {
+    // SAFETY: the tests' own backends, whose context is a FakeBackend.
+    unsafe { (*(*b).context.cast::<FakeBackend>()).name.as_ptr() }
+}
+
+extern "C" fn fake_supports(b: *mut wsp_ggml_backend, op: *const wsp_ggml_tensor) -> bool {
+    // SAFETY: as above, and a live tensor.
+    unsafe { !(*(*b).context.cast::<FakeBackend>()).rejects.contains(&(*op).op) }
+}
+
+/// Boxed so that addresses stay put while the vectors grow (backends,
+/// buffers and tensors point at each other).
+#[derive(Default)]
+#[allow(clippy::vec_box)]
+struct World {
+    contexts: Vec<Box<FakeBackend>>,
+    backends: Vec<Box<wsp_ggml_backend>>,
+    /// One buffer per backend.
+    buffers: Vec<Box<wsp_ggml_backend_buffer>>,
+    tensors: Vec<Box<wsp_ggml_tensor>>,
+    nodes: Vec<*mut wsp_ggml_tensor>,
+    leafs: Vec<*mut wsp_ggml_tensor>,
+}
+
+impl World {
+    fn with_backends(names: &[&'static core::ffi::CStr]) -> World {
+        let mut w = World::default();
+        for &name in names {
+            let mut ctx = Box::new(FakeBackend { name, rejects: Vec::new() });
+            // SAFETY: an all-zero interface is all-None function pointers.
+            let mut iface: wsp_ggml_backend_i = unsafe { core::mem::zeroed() };
+            iface.get_name = Some(fake_name);
+            iface.supports_op = Some(fake_supports);
+            let mut b = Box::new(wsp_ggml_backend { iface, context: (&mut *ctx as *mut FakeBackend).cast() });
+            // SAFETY: as above.
+            let biface: wsp_ggml_backend_buffer_i = unsafe { core::mem::zeroed() };
+            w.buffers.push(Box::new(wsp_ggml_backend_buffer { iface: biface, backend: &mut *b, context: core::ptr::null_mut(), size: 0 }));
+            w.contexts.push(ctx);
+            w.backends.push(b);
+        }
+        w
+    }
+
+    fn reject(&mut self, backend: usize, op: c_int) {
+        self.contexts[backend].rejects.push(op);
+    }
+
+    fn refs(&self) -> Vec<BackendRef> {
+        self.backends.iter().map(|b| BackendRef::new(&**b as *const _ as *mut _).unwrap()).collect()
+    }
+
+    /// A [n] f32 tensor; `on`: in that backend's buffer (with data).
+    fn tensor(&mut self, n: i64, on: Option<usize>) -> *mut wsp_ggml_tensor {
+        let mut t = Box::new(zeroed_tensor());
+        t.n_dims = 1;
+        t.ne = [n, 1, 1, 1];
+        t.nb = [4, 4 * n as usize, 4 * n as usize, 4 * n as usize];
+        if let Some(b) = on {
+            t.buffer = &mut *self.buffers[b];
+            t.data = 0x1000 as *mut c_void; // never read by the passes
+        }
+        let p: *mut wsp_ggml_tensor = &mut *t;
+        self.tensors.push(t);
+        p
+    }
+
+    fn leaf(&mut self, n: i64, on: Option<usize>) -> *mut wsp_ggml_tensor {
+        let t = self.tensor(n, on);
+        self.leafs.push(t);
+        t
+    }
+
+    fn node(&mut self, op: c_int, n: i64, srcs: &[*mut wsp_ggml_tensor]) -> *mut wsp_ggml_tensor {
+        let t = self.tensor(n, None);
+        // SAFETY: our own tensor.
+        unsafe {
+            (*t).op = op;
+            let t = &mut *t;
+            t.src[..srcs.len()].copy_from_slice(srcs);
+        }
+        self.nodes.push(t);
+        t
+    }
+
+    fn view(&mut self, of: *mut wsp_ggml_tensor, n: i64) -> *mut wsp_ggml_tensor {
+        let t = self.node(WSP_GGML_OP_VIEW, n, &[of]);
+        // SAFETY: our own tensor.
+        unsafe { (*t).view_src = of };
+        t
+    }
+
+    fn graph(&mut self) -> wsp_ggml_cgraph {
+        let mut g = wsp_ggml_cgraph::of_nodes(self.nodes.as_mut_ptr(), core::ptr::null_mut(), self.nodes.len(), self.nodes.len(), 0);
+        g.n_leafs = self.leafs.len() as c_int;
+        g.leafs = self.leafs.as_mut_ptr();
+        g
+    }
+}
+
+/// The passes' result for the world's graph (the graph is left patched:
+/// `st.unpatch()` gives it back).
+fn plan(w: &mut World, user: &HashMap<usize, u16>) -> State {
+    let backends = w.refs();
+    let mut g = w.graph();
+    let graph = GraphRef::new(&mut g).unwrap();
+    let mut st = State::default();
+    let listed = w.nodes.len() + w.leafs.len();
+    let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
+    loop {
+        let mut p = Planner { st: &mut st, backends: &backends, user, debug: false };
+        match p.plan(graph, &attempt, "test") {
+            Ok(()) => return st,
+            Err(why) => {
+                attempt.retry(why, &st.table);
+                st.unpatch();
+            }
+        }
+    }
+}
+
+fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
+    let slot = st.table.find(t).expect("registered");
+    let info = st.table.info[slot as usize];
+    (info.assign, info.rule)
+}
+
+fn splits(st: &State) -> Vec<(u16, usize, usize, usize)> {
+    st.splits.iter().map(|s| (s.backend, s.i_start, s.i_end, s.inputs.len())).collect()
+}
+
+#[test]
+fn pass1_leafs_and_nodes_go_where_their_memory_is() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let wa = w.leaf(8, Some(0));
+    let xb = w.leaf(8, Some(1));
+    let dst = w.tensor(8, Some(1)); // a node already in B's buffer
+    let n0 = w.node(OP_ADD, 8, &[wa, xb]);
+    // SAFETY: our own tensor.
+    unsafe { (*dst).op = OP_MUL };
+    unsafe { (*dst).src[0] = n0 };
+    w.nodes.push(dst);
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, wa), (0, Rule::Leaf));
+    assert_eq!(assigned(&st, xb), (1, Rule::Leaf));
+    // equal sizes: the source with the better priority (A) wins
+    assert_eq!(assigned(&st, n0), (0, Rule::Src(0)));
+    assert_eq!(assigned(&st, dst), (1, Rule::Dst));
+}
+
+#[test]
+fn the_source_rule_prefers_priority_only_at_least_as_large() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let small_a = w.leaf(4, Some(0));
+    let big_b = w.leaf(64, Some(1));
+    let n = w.node(OP_MUL_MAT, 4, &[big_b, small_a]);
+    let st = plan(&mut w, &HashMap::new());
+    // A has the better priority but its source is smaller: B's stays
+    assert_eq!(assigned(&st, n), (1, Rule::Src(0)));
+}
+
+#[test]
+fn pass2_and_pass3_follow_sources_then_consumers() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let free = w.leaf(8, None); // no memory, no rule: its consumer's
+    let wb = w.leaf(8, Some(1));
+    let n0 = w.node(OP_ADD, 8, &[wb, wb]);
+    let n1 = w.node(OP_MUL, 8, &[n0, free]);
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, n1), (1, Rule::Pass2Src(0)));
+    assert_eq!(assigned(&st, free), (1, Rule::FromConsumer));
+    assert_eq!(splits(&st), vec![(1, 0, 2, 0)]);
+}
+
+#[test]
+fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let wa = w.leaf(8, Some(0));
+    let wb = w.leaf(8, Some(1));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]); // A
+    let n1 = w.node(OP_MUL, 8, &[wb, n0]); // B (wb first), needs n0
+    let n2 = w.node(OP_ADD, 8, &[wb, n0]); // B, needs n0 again: same copy
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, n1).0, 1);
+    assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 3, 1)]);
+    // both consumers read the one copy of n0 on B
+    // SAFETY: our own tensors.
+    let (c1, c2) = unsafe { ((*n1).src[1], (*n2).src[1]) };
+    assert_eq!(c1, c2);
+    assert_ne!(c1, n0);
+    assert_eq!(assigned(&st, c1), (1, Rule::InputCopy));
+    let mut st = st;
+    st.unpatch();
+    // SAFETY: as above.
+    assert_eq!(unsafe { (*n1).src[1] }, n0, "the graph's sources are given back");
+}
+
+#[test]
+fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    w.reject(0, OP_MUL_MAT);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]);
+    let n1 = w.node(OP_MUL_MAT, 8, &[n0, n0]);
+    let n2 = w.node(OP_ADD, 8, &[n1, n1]);
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, n0).0, 0);
+    assert_eq!(assigned(&st, n1), (1, Rule::Unsupported));
+    // moves come after pass 2: the node after it keeps the backend its
+    // source had then, and gets a copy of the moved result
+    assert_eq!(assigned(&st, n2), (0, Rule::Pass2Src(0)));
+    assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 2, 1), (0, 2, 3, 1)]);
+}
+
+#[test]
+fn user_assignments_apply_to_fresh_nodes_not_to_views() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]);
+    let v = w.view(n0, 4);
+    let n1 = w.node(OP_MUL, 4, &[v, v]);
+    let user: HashMap<usize, u16> = [(n0 as usize, 1), (v as usize, 0)].into_iter().collect();
+    let st = plan(&mut w, &user);
+    assert_eq!(assigned(&st, n0), (1, Rule::User));
+    // the view works in n0's memory: it stays with it
+    assert_eq!(assigned(&st, v).0, 1);
+    assert_ne!(assigned(&st, v).1, Rule::User);
+    assert_eq!(assigned(&st, n1).0, 1);
+}
+
+#[test]
+fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
+    let mut w = World::with_backends(&[c"A"]);
+    let wa = w.leaf(8, Some(0));
+    w.node(OP_ADD, 8, &[wa, wa]);
+    let host = w.leaf(8, None);
+    // SAFETY: our own tensor: plain host memory (data, no buffer).
+    unsafe { (*host).data = 0x2000 as *mut c_void };
+    let v = w.view(host, 4);
+    // SAFETY: as above: a view whose data the caller set.
+    unsafe { (*v).data = 0x2000 as *mut c_void };
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, v).0, NO_BACKEND);
+    assert_eq!(st.reuse.unassigned_views.len(), 1);
+}
