@@ -190,7 +190,7 @@ impl Sched {
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
-        let same = self.user.is_empty() && self.still_valid(graph);
+        let same = self.user.is_empty() && self.planner().still_valid(graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
         if same && refit.is_none() {
             self.reuse_split(graph);
@@ -210,9 +210,13 @@ impl Sched {
         !same
     }
 
+    /// The passes over this scheduler's tables.
+    fn planner(&mut self) -> Planner<'_> {
+        Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug }
+    }
+
     fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
-        let mut p = Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug };
-        p.plan(graph, attempt, func)?;
+        self.planner().plan(graph, attempt, func)?;
         self.view_splits(graph);
         Ok(())
     }

@@ -22,7 +22,7 @@
 //! renamed, graph sources patched again, and ggml-alloc allocates the graph
 //! as usual.
 
-use super::assign::{cpu_backends, next_supporting, refresh_copy, Locator};
+use super::assign::{cpu_backends, next_supporting, refresh_copy, Locator, Planner};
 use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};
 use crate::ggml::{wsp_ggml_tensor, GraphRef, TensorRef};
@@ -61,7 +61,7 @@ impl Facts {
     }
 }
 
-impl Sched {
+impl Planner<'_> {
     /// Whether the last split holds for `graph` as it is now.
     pub(super) fn still_valid(&self, graph: GraphRef) -> bool {
         let st = &self.st;
@@ -73,7 +73,7 @@ impl Sched {
         // NONE (u32::MAX) is out of range: it reads as NULL.
         let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(std::ptr::null_mut());
         let mut locator = Locator::default();
-        let mut same_loc = |t: TensorRef, slot: u32| locator.locate(&self.backends, t) == info[slot as usize].loc;
+        let mut same_loc = |t: TensorRef, slot: u32| locator.locate(self.backends, t) == info[slot as usize].loc;
         let (leaf_facts, node_facts) = st.reuse.alloc.split_at(st.leafs.len());
         for ((&leaf, &[slot, vsrc]), facts) in leafs.iter().zip(&st.leafs).zip(leaf_facts) {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
@@ -84,7 +84,7 @@ impl Sched {
             }
         }
         // supports_op, asked again (our CPU backend is never asked)
-        let cpu = cpu_backends(&self.backends);
+        let cpu = cpu_backends(self.backends);
         let ask = !cpu.iter().all(|&c| c);
         let mut moved = st.reuse.moved.iter();
         let mut start = 0;
@@ -128,7 +128,7 @@ impl Sched {
         if rule == Rule::Unsupported {
             // Rejected by `from`, then the search ended at `assign`.
             let Some(&from) = moved.next() else { return false };
-            !self.backends[from as usize].supports_op(node) && next_supporting(&self.backends, from, node, cpu) == Some(assign)
+            !self.backends[from as usize].supports_op(node) && next_supporting(self.backends, from, node, cpu) == Some(assign)
         } else if assign == NO_BACKEND || cpu[assign as usize] {
             true // nothing was asked
         } else {
@@ -137,6 +137,9 @@ impl Sched {
         }
     }
 
+}
+
+impl Sched {
     /// Make the last split current again for `graph` (checked by `still_valid`).
     pub(super) fn reuse_split(&mut self, graph: GraphRef) {
         for c in 0..self.st.copy_of.len() {

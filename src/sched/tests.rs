@@ -305,3 +305,48 @@ fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
     assert_eq!(assigned(&st, v).0, NO_BACKEND);
     assert_eq!(st.reuse.unassigned_views.len(), 1);
 }
+
+/// The world's graph was planned into `st` (and given back): whether the
+/// reuse check accepts it as it is now.
+fn still_valid(w: &mut World, st: &mut State) -> bool {
+    let backends = w.refs();
+    let mut g = w.graph();
+    let graph = GraphRef::new(&mut g).unwrap();
+    let user = HashMap::new();
+    Planner { st, backends: &backends, user: &user, debug: false }.still_valid(graph)
+}
+
+#[test]
+fn reuse_holds_for_the_same_graph_and_fails_for_any_single_change() {
+    // each case changes one thing the passes or ggml-alloc read
+    // SAFETY (every case): writes to the test's own live tensors.
+    #[allow(clippy::type_complexity)]
+    let cases: &[(&str, fn(&mut World, [*mut wsp_ggml_tensor; 4]))] = &[
+        ("nothing", |_, _| {}),
+        ("a node's ne", |_, t| unsafe { (*t[2]).ne[0] = 9 }),
+        ("a node's nb", |_, t| unsafe { (*t[2]).nb[1] = 64 }),
+        ("a node's op", |_, t| unsafe { (*t[2]).op = OP_MUL }),
+        ("a node's source", |_, t| unsafe { (*t[3]).src[1] = t[0] }),
+        ("a leaf's buffer (another backend)", |w, t| unsafe { (*t[0]).buffer = &mut *w.buffers[1] }),
+        ("a leaf's data", |_, t| unsafe { (*t[0]).data = core::ptr::null_mut() }),
+        ("a node gets a view source", |_, t| unsafe { (*t[3]).view_src = t[2] }),
+        ("a node's view offset", |_, t| unsafe { (*t[2]).view_offs = 4 }),
+        ("a leaf's type", |_, t| unsafe { (*t[1]).type_ = 1 }),
+        ("one node fewer", |w, _| {
+            w.nodes.pop();
+        }),
+    ];
+    for (what, change) in cases {
+        let mut w = World::with_backends(&[c"A", c"B"]);
+        let wa = w.leaf(8, Some(0));
+        let xb = w.leaf(8, Some(1));
+        let n0 = w.node(OP_ADD, 8, &[wa, xb]);
+        let n1 = w.node(OP_MUL, 8, &[n0, xb]);
+        let mut st = plan(&mut w, &HashMap::new());
+        st.unpatch();
+        st.reuse.valid = true;
+        change(&mut w, [wa, xb, n0, n1]);
+        let same = *what == "nothing";
+        assert_eq!(still_valid(&mut w, &mut st), same, "reuse after changing {what}");
+    }
+}
