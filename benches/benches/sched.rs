@@ -8,10 +8,13 @@
 //! - `sched_compute_{2,3}b/{ours,ref}/N`: `sched_graph_compute` of an N-node
 //!   graph of tiny tensors over 2 or 3 backends (one split per 64 nodes); the
 //!   graph is restored to its built state, untimed, before every compute.
+//! - `sched_compute_vary_2b/{ours,ref}/N`: the same, but every compute's
+//!   graph differs from the previous one's (without its last node, then
+//!   whole, in turn): a fresh split every time (issue 12's "vary" family).
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use wsp_bench::{quick, time_computes, time_cycles, SchedBench, IMPLS};
+use wsp_bench::{quick, time_computes, time_cycles, time_vary_computes, SchedBench, IMPLS};
 
 fn compute_sizes() -> Vec<usize> {
     if quick() {
@@ -71,5 +74,18 @@ fn sched_compute(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, sched_lifecycle, sched_compute);
+fn sched_compute_vary(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sched_compute_vary_2b");
+    g.sample_size(30).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    for n in compute_sizes() {
+        for imp in IMPLS {
+            let mut sb = SchedBench::new(imp, 2, n, true);
+            g.throughput(Throughput::Elements(n as u64));
+            g.bench_with_input(BenchmarkId::new(imp.name, n), &n, |b, _| b.iter_custom(|iters| time_vary_computes(&mut sb, iters)));
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, sched_lifecycle, sched_compute, sched_compute_vary);
 criterion_main!(benches);
