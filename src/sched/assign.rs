@@ -232,7 +232,7 @@ impl Planner<'_> {
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
-        self.pass3_from_consumers();
+        self.pass3_from_consumers(func);
         self.pass4_split(func);
         // apply the plan
         self.make_copies()?;
@@ -494,8 +494,8 @@ impl Planner<'_> {
     /// Pass 3: unassigned sources (leafs in practice, but also earlier nodes
     /// that nothing assigned) go where their consumer is, in node order: a
     /// source takes the backend of the first consumer that has one.
-    fn pass3_from_consumers(&mut self) {
-        let mut views = false;
+    fn pass3_from_consumers(&mut self, func: &str) {
+        let mut placed = false;
         for i in 0..self.st.nodes.len() {
             let a = self.assign(self.st.nodes[i].slot);
             if a == NO_BACKEND {
@@ -505,18 +505,45 @@ impl Planner<'_> {
                 let sid = self.st.srcs[k];
                 if self.assign(sid) == NO_BACKEND {
                     self.set(sid, a, Rule::FromConsumer);
-                    views |= self.info(sid).vsrc != NONE;
+                    placed = true;
                 }
             }
         }
-        if views {
-            // A view (or in-place node) placed by its consumer, whose memory's
-            // owner an earlier consumer placed elsewhere, runs where that
-            // memory is; its consumer then gets a copy of it (the original
-            // initialised it in the wrong backend's buffer, or asserted).
-            for i in 0..self.st.nodes.len() {
-                let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
-                self.follow_memory(slot, vsrc);
+        if placed {
+            self.follow_memory_placed_by_pass3(func);
+        }
+    }
+
+    /// Memory that pass 3 placed decides too: a view or in-place node whose
+    /// memory's owner got a backend only now (or that got one itself from
+    /// its consumer, while its owner has another) runs where that memory is;
+    /// its consumers then get copies (the original initialised it in the
+    /// wrong backend's buffer, or asserted). The moves are over: a backend
+    /// that rejects the node it must take is an error.
+    fn follow_memory_placed_by_pass3(&mut self, func: &str) {
+        let cpu = self.cpu_backends();
+        for i in 0..self.st.nodes.len() {
+            let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
+            let before = self.assign(slot);
+            self.follow_memory(slot, vsrc);
+            let b = self.assign(slot);
+            if b == before || self.view_op(slot) || cpu[b as usize] {
+                continue;
+            }
+            let node = self.node(i);
+            if !self.backends[b as usize].supports_op(node) {
+                let owner = self.tensor(self.memory_root(vsrc));
+                fatal(
+                    func,
+                    &format!(
+                        "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
+                         there), which does not support it",
+                        node.name_lossy(),
+                        ggml::op_name(node.op()),
+                        self.backends[b as usize].name_lossy(),
+                        owner.name_lossy()
+                    ),
+                );
             }
         }
     }

@@ -25,7 +25,7 @@ use crate::ggml::{self, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, Placement
 
 /// Where stand-in memory starts (plus the real base's misalignment): never
 /// dereferenced, only offset from.
-const STAND_IN_BASE: usize = 0x10000;
+const STAND_IN_BASE: usize = 1 << 24;
 
 /// A stand-in's `context`: the compute buffer it stands in for, and the
 /// block that reproduces what the caller already allocated in it.
@@ -136,22 +136,21 @@ struct Measured {
 }
 
 impl Measured {
-    /// Whether the real allocation fits.
-    ///
-    /// Surely if it ends before the buffer does: the real allocator's last
-    /// free block then never runs out, and every choice ggml-alloc makes
-    /// (best fit among the other blocks, the last one as a last resort,
-    /// merges on free) is the one it made over the stand-in. Otherwise the
-    /// choices can differ (a buffer of exactly the measured size can fail:
-    /// the original's compute fails that way on some graphs), so the calls
-    /// are replayed against the real end.
+    /// Whether the real allocation fits: the calls recorded over the
+    /// stand-in, replayed against the real end. ggml-alloc's choices over a
+    /// buffer with an end can differ from those over one without: a buffer
+    /// of exactly the measured size can fail (the original's compute fails
+    /// that way on some graphs), and so can a larger one, when a tensor left
+    /// in the buffer by an earlier compute is freed past the start of the
+    /// last free block and becomes the last block.
     fn fits(&self) -> bool {
-        self.need < self.end || talloc_model::replay_fits(&self.ops, self.start, self.end)
+        talloc_model::replay_fits(&self.ops, self.start, self.end)
     }
 }
 
 /// A buffer size for a split that needs `need` bytes: one alignment unit
-/// more, so that the allocation surely fits (see [`Measured::fits`]).
+/// more (then the last free block never runs out; the fit is checked again
+/// all the same).
 fn size_for(need: usize, backend: crate::backend::BackendRef) -> usize {
     need.saturating_add(backend.alignment().max(1))
 }
@@ -322,9 +321,11 @@ impl Sched {
     }
 
     /// Whether the split, reused, still fits: it was checked since the last
-    /// measure, and the caller holds no more of any compute buffer than then.
+    /// measure, and the caller holds exactly as much of each compute buffer
+    /// as then (where the graph's own tensors are is in the reuse check's
+    /// `AllocFacts`; more held, or less, changes ggml-alloc's placements).
     pub(super) fn fits_as_before(&self) -> bool {
-        self.fit_for.as_ref().is_some_and(|held| held.iter().enumerate().all(|(i, &h)| self.occupied(i) <= h))
+        self.fit_for.as_ref().is_some_and(|held| held.iter().enumerate().all(|(i, &h)| self.occupied(i) == h))
     }
 
     /// Allocate the split graph with the current allocators (measure or

@@ -275,16 +275,18 @@ impl Sched {
     /// buffer for `graph`. Calling it again re-measures (the original leaked
     /// and measured with the real allocators: we size as it did).
     pub fn init_measure(&mut self, graph: GraphRef) {
-        self.measure(graph, "wsp_ggml_backend_sched_init_measure");
+        self.measure(graph, false, "wsp_ggml_backend_sched_init_measure");
     }
 
     /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
     /// for `graph` too; they grow, never shrink.
     pub fn reserve(&mut self, graph: GraphRef) {
-        self.measure(graph, "wsp_ggml_backend_sched_reserve");
+        self.measure(graph, true, "wsp_ggml_backend_sched_reserve");
     }
 
-    fn measure(&mut self, graph: GraphRef, func: &str) {
+    /// `grow_only`: `reserve`, whose buffers never shrink (`init_measure`
+    /// sizes them as the original does, which can be smaller).
+    fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
         // Measure with fresh measure allocators; keep the real ones aside.
         let mut kept = Vec::new();
         if self.measured {
@@ -311,6 +313,9 @@ impl Sched {
                 // SAFETY: our live allocator.
                 let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
                 size = self.occupied(i).saturating_add(measured).max(held);
+                if grow_only {
+                    size = size.max(self.buffer_sizes[i]);
+                }
                 if size == self.buffer_sizes[i] {
                     continue; // the same buffer again
                 }

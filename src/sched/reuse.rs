@@ -11,7 +11,7 @@
 //!   registered (a source or view source outside the graph's lists);
 //! - the location (backend of the buffer) of every registered tensor;
 //! - what ggml-alloc reads of every registered tensor (shape, strides, op,
-//!   view offset, whether it has memory: `AllocFacts`), which includes the
+//!   view offset, data pointer: `AllocFacts`), which includes the
 //!   size the source rule compares, and decides how much memory ggml-alloc
 //!   needs: the split's fit in the compute buffers holds as well;
 //! - every `supports_op` answer a decision used (asked again, in the same order);

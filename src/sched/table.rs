@@ -73,25 +73,27 @@ impl SlotInfo {
 
 /// What ggml-alloc reads of a tensor besides its place in the graph: its
 /// shape and strides (sizes, and "same layout" for computing in place), its
-/// op (whether it can be computed in place), its view offset and whether it
-/// has memory. They decide how much memory a split needs, so a reused split
-/// (whose fit in the compute buffers was checked) must find them unchanged.
-/// A backend's `get_alloc_size` is assumed to depend on nothing else.
+/// op (whether it can be computed in place), its view offset and its data
+/// pointer (whether it has memory, and where: ggml-alloc frees the tensors
+/// of its own buffer, and the holes they leave decide later placements).
+/// They decide how much memory a split needs, so a reused split (whose fit
+/// in the compute buffers was checked) must find them unchanged. A
+/// backend's `get_alloc_size` is assumed to depend on nothing else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct AllocFacts {
     ne: [i64; 4],
     nb: [usize; 4],
     view_offs: usize,
+    data: usize,
     type_: i32,
     op: i32,
-    has_data: bool,
 }
 
 impl AllocFacts {
     #[inline]
     pub fn of(t: TensorRef) -> AllocFacts {
         let g = t.get();
-        AllocFacts { ne: g.ne, nb: g.nb, view_offs: g.view_offs, type_: g.type_, op: g.op, has_data: !g.data.is_null() }
+        AllocFacts { ne: g.ne, nb: g.nb, view_offs: g.view_offs, data: g.data as usize, type_: g.type_, op: g.op }
     }
 
     /// `AllocFacts::of(t) == *self`, without branches or a call to memcmp
@@ -99,12 +101,12 @@ impl AllocFacts {
     #[inline]
     pub fn hold_for(&self, t: TensorRef) -> bool {
         let g = t.get();
-        let mut d = (g.view_offs ^ self.view_offs) as u64;
+        let mut d = (g.view_offs ^ self.view_offs) as u64 | (g.data as usize ^ self.data) as u64;
         for i in 0..4 {
             d |= (g.ne[i] ^ self.ne[i]) as u64 | (g.nb[i] ^ self.nb[i]) as u64;
         }
         d |= ((g.type_ ^ self.type_) | (g.op ^ self.op)) as u32 as u64;
-        d == 0 && g.data.is_null() != self.has_data
+        d == 0
     }
 }
 

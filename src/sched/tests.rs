@@ -350,3 +350,22 @@ fn reuse_holds_for_the_same_graph_and_fails_for_any_single_change() {
         assert_eq!(still_valid(&mut w, &mut st), same, "reuse after changing {what}");
     }
 }
+
+#[test]
+fn an_in_place_node_follows_memory_that_pass3_places() {
+    // a has no memory: its first consumer (n1, on B) places it in pass 3.
+    // n2 computes in place on a: it must run on B too, whatever its other
+    // source (w0 on A) said in pass 1.
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let a = w.leaf(8, None);
+    let w0 = w.leaf(8, Some(0));
+    let w1 = w.leaf(8, Some(1));
+    let n1 = w.node(OP_MUL_MAT, 8, &[w1, a]);
+    let n2 = w.node(OP_ADD, 8, &[a, w0]);
+    // SAFETY: our own tensor: add_inplace's result is a view of a.
+    unsafe { (*n2).view_src = a };
+    let st = plan(&mut w, &HashMap::new());
+    assert_eq!(assigned(&st, n1).0, 1);
+    assert_eq!(assigned(&st, a), (1, Rule::FromConsumer));
+    assert_eq!(assigned(&st, n2), (1, Rule::FollowsMemory));
+}
