@@ -443,6 +443,7 @@ fn fuzz_regressions() {
         (491847607085, 60),  // split input in host memory after a supports_op move
         (959583873381, 400), // reuse after a rebuild with another op or layout: fit re-checked
         (959583870661, 400), // view placed by its consumer, its memory's owner elsewhere
+        (648191378538, 60),  // measure: a node placed by its consumer's rejecting backend, an input without memory yet
     ];
     check_all(seeds);
 }

@@ -31,6 +31,12 @@ pub(super) struct Planner<'a> {
     pub backends: &'a [BackendRef],
     pub user: &'a HashMap<usize, u16>,
     pub debug: bool,
+    /// Planning for `init_measure`/`reserve`: only sizes come of it, so
+    /// what the original let through there is let through (see `lenient`).
+    pub measuring: bool,
+    /// Set when a measure plan let something through that a compute would
+    /// refuse: such a split is not reused.
+    pub lenient: bool,
 }
 
 impl Planner<'_> {
@@ -197,12 +203,15 @@ impl Sched {
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut attempt = self.st.sizing.first_attempt(listed, &self.st.table, refit);
-            while let Err(why) = self.try_split(graph, &attempt, func) {
-                attempt.retry(why, &self.st.table);
+            let lenient = loop {
+                match self.try_split(graph, &attempt, func) {
+                    Ok(lenient) => break lenient,
+                    Err(why) => attempt.retry(why, &self.st.table),
+                }
                 self.st.unpatch();
-            }
+            };
             self.st.sizing.split_made(&self.st.table, listed, refit.is_some());
-            self.st.reuse.valid = self.user.is_empty();
+            self.st.reuse.valid = self.user.is_empty() && !lenient;
         }
         if self.debug {
             self.print_assignments(graph);
@@ -212,13 +221,16 @@ impl Sched {
 
     /// The passes over this scheduler's tables.
     fn planner(&mut self) -> Planner<'_> {
-        Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug }
+        Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug, measuring: self.measuring, lenient: false }
     }
 
-    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
-        self.planner().plan(graph, attempt, func)?;
+    /// Returns whether the plan was lenient (see `Planner::lenient`).
+    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
+        let mut p = self.planner();
+        p.plan(graph, attempt, func)?;
+        let lenient = p.lenient;
         self.view_splits(graph);
-        Ok(())
+        Ok(lenient)
     }
 
 }
@@ -553,20 +565,31 @@ impl Planner<'_> {
     /// it has nowhere else to go without its sources, so a rejection is an
     /// error (the original would run it there anyway). Asked from pass 4's
     /// walk, which reads each node's slot anyway.
-    fn check_assigned_by_pass3(&self, i: usize, a: u16, func: &str) {
+    fn check_assigned_by_pass3(&mut self, i: usize, a: u16, func: &str) -> u16 {
         let (node, backend) = (self.node(i), self.backends[a as usize]);
-        if !crate::cpu::is_cpu(backend) && !backend.supports_op(node) {
-            fatal(
-                func,
-                &format!(
-                    "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
-                     support it (pre-allocate its inputs, or assign it with set_node_backend)",
-                    node.name_lossy(),
-                    ggml::op_name(node.op()),
-                    backend.name_lossy()
-                ),
-            );
+        if crate::cpu::is_cpu(backend) || backend.supports_op(node) {
+            return a;
         }
+        if self.measuring {
+            // The original measured it there; a backend that supports it
+            // sizes it as well (a compute decides again, with its inputs).
+            let cpu = self.cpu_backends();
+            if let Some(b) = self.next_supporting(a, node, &cpu) {
+                self.set(self.st.nodes[i].slot, b, Rule::Unsupported);
+                self.lenient = true;
+                return b;
+            }
+        }
+        fatal(
+            func,
+            &format!(
+                "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
+                 support it (pre-allocate its inputs, or assign it with set_node_backend)",
+                node.name_lossy(),
+                ggml::op_name(node.op()),
+                backend.name_lossy()
+            ),
+        )
     }
 
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
@@ -588,9 +611,11 @@ impl Planner<'_> {
             if self.view_op(info.slot) {
                 continue;
             }
-            if self.st.table.info[info.slot as usize].rule == Rule::FromConsumer {
-                self.check_assigned_by_pass3(i, a, func);
-            }
+            let a = if self.st.table.info[info.slot as usize].rule == Rule::FromConsumer {
+                self.check_assigned_by_pass3(i, a, func)
+            } else {
+                a
+            };
             if a != cur {
                 let inputs_at = self.st.inputs.len();
                 self.st.splits.last_mut().expect("a split exists").i_end = i;
@@ -647,7 +672,11 @@ impl Planner<'_> {
             if self.assign(sid) == NO_BACKEND {
                 // Its copy would be made from nothing (the original crashes
                 // in ggml-alloc); with data, copy_input copies from it.
-                if !self.info(sid).has(SlotInfo::HAS_DATA) {
+                if !self.info(sid).has(SlotInfo::HAS_DATA) && self.measuring {
+                    // The original measured a copy of it (an input the
+                    // caller allocates after the measure); so do we.
+                    self.lenient = true;
+                } else if !self.info(sid).has(SlotInfo::HAS_DATA) {
                     let src = self.tensor(sid);
                     fatal(
                         func,

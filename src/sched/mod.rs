@@ -195,6 +195,8 @@ pub struct Sched {
     /// Buffers that growth allocated (fit.rs): their allocators do not own
     /// them, free_talloc frees them.
     grown_buffers: Vec<BufferRef>,
+    /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
+    measuring: bool,
     /// Splits are being computed: user code (callbacks, backends) may run
     /// and call back in; only reads are allowed then (see ffi::sched).
     computing: bool,
@@ -231,6 +233,7 @@ impl Sched {
             inert: std::ptr::null_mut(),
             grown_buffers: Vec::new(),
             computing: false,
+            measuring: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
             st: State::default(),
@@ -296,7 +299,9 @@ impl Sched {
                 *t = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) };
             }
         }
+        self.measuring = true;
         self.split_graph(graph, func);
+        self.measuring = false;
         // Placements in measure buffers are undone (they are freed below),
         // so the measured graph does not point into freed memory.
         let sizes = self.alloc_and_undo(graph);

@@ -170,7 +170,7 @@ fn plan(w: &mut World, user: &HashMap<usize, u16>) -> State {
     let listed = w.nodes.len() + w.leafs.len();
     let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
     loop {
-        let mut p = Planner { st: &mut st, backends: &backends, user, debug: false };
+        let mut p = Planner { st: &mut st, backends: &backends, user, debug: false, measuring: false, lenient: false };
         match p.plan(graph, &attempt, "test") {
             Ok(()) => return st,
             Err(why) => {
@@ -313,7 +313,7 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
     let mut g = w.graph();
     let graph = GraphRef::new(&mut g).unwrap();
     let user = HashMap::new();
-    Planner { st, backends: &backends, user: &user, debug: false }.still_valid(graph)
+    Planner { st, backends: &backends, user: &user, debug: false, measuring: false, lenient: false }.still_valid(graph)
 }
 
 #[test]
