@@ -415,41 +415,28 @@ pub fn time_cycles(sb: &mut SchedBench, iters: u64) -> Duration {
     total
 }
 
-/// Times `iters` computes of a measured scheduler, restoring the graph
-/// (untimed) before each.
-pub fn time_computes(sb: &mut SchedBench, iters: u64) -> Duration {
+/// Times `iters` calls of `compute` (one of `SchedBench::compute`,
+/// `compute_vary`, `compute_fresh`) on a measured scheduler, restoring the
+/// graph (untimed) before each.
+pub fn time_with(sb: &mut SchedBench, iters: u64, compute: fn(&mut SchedBench)) -> Duration {
     let mut t = Duration::ZERO;
     for _ in 0..iters {
         sb.restore();
         let start = Instant::now();
-        sb.compute();
+        compute(sb);
         t += start.elapsed();
     }
     t
+}
+
+/// Times `iters` computes of the same graph (`time_with(.., SchedBench::compute)`).
+pub fn time_computes(sb: &mut SchedBench, iters: u64) -> Duration {
+    time_with(sb, iters, SchedBench::compute)
 }
 
 /// The same for the "vary" family (`compute_vary`).
 pub fn time_vary_computes(sb: &mut SchedBench, iters: u64) -> Duration {
-    let mut t = Duration::ZERO;
-    for _ in 0..iters {
-        sb.restore();
-        let start = Instant::now();
-        sb.compute_vary();
-        t += start.elapsed();
-    }
-    t
-}
-
-/// The same with a split made anew for every compute (`compute_fresh`).
-pub fn time_fresh_computes(sb: &mut SchedBench, iters: u64) -> Duration {
-    let mut t = Duration::ZERO;
-    for _ in 0..iters {
-        sb.restore();
-        let start = Instant::now();
-        sb.compute_fresh();
-        t += start.elapsed();
-    }
-    t
+    time_with(sb, iters, SchedBench::compute_vary)
 }
 
 // --- tensor I/O -----------------------------------------------------------------

@@ -18,7 +18,7 @@
 //! ratio and its quartiles over the rounds.
 use std::time::{Duration, Instant};
 
-use wsp_bench::{enc_threads, host_buffer, time_computes, time_cycles, time_fresh_computes, time_vary_computes, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
+use wsp_bench::{enc_threads, host_buffer, time_cycles, time_with, EncBench, IoBench, IoOp, SchedBench, ENC_N_CTX, OURS, REF};
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -104,45 +104,26 @@ fn main() {
             let bench = if direct { "encoder_layer_direct" } else { "encoder_layer" };
             println!("{{\"bench\":\"{bench}\",\"threads\":{threads},\"rounds\":{rounds},\"built\":\"{order}\",{}}}", p.json());
         }
-        Some("sched") => {
+        Some(mode @ ("sched" | "fresh" | "vary")) => {
+            // sched: the same graph every compute (ours reuses its split);
+            // fresh: a set_node_backend before every compute (ours splits
+            // again and checks the fit each time); vary: every compute's
+            // graph differs from the previous one's (issue 12's family)
+            let (compute, warm, name): (fn(&mut SchedBench), u64, &str) = match mode {
+                "sched" => (SchedBench::compute, 8, "sched_compute"), // past ours' table refit (5th compute)
+                "fresh" => (SchedBench::compute_fresh, 4, "sched_compute_fresh"),
+                _ => (SchedBench::compute_vary, 4, "sched_compute_vary"),
+            };
             let nb: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_backends");
             let n: usize = args.get(3).and_then(|v| v.parse().ok()).expect("n_nodes");
             let rounds = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(50);
             OURS.quiet_stderr();
             let mut s = [SchedBench::new(OURS, nb, n, true), SchedBench::new(REF, nb, n, true)];
             for x in &mut s {
-                time_computes(x, 8); // past ours' table refit (5th compute)
+                time_with(x, warm, compute);
             }
-            let p = run(rounds, |i| time_computes(&mut s[i], 20), 20.0);
-            println!("{{\"bench\":\"sched_compute_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
-        }
-        Some("fresh") => {
-            // as "sched", but every compute makes its split anew (ours: the
-            // fit check of issue 11 runs each time)
-            let nb: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_backends");
-            let n: usize = args.get(3).and_then(|v| v.parse().ok()).expect("n_nodes");
-            let rounds = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(50);
-            OURS.quiet_stderr();
-            let mut s = [SchedBench::new(OURS, nb, n, true), SchedBench::new(REF, nb, n, true)];
-            for x in &mut s {
-                time_fresh_computes(x, 4);
-            }
-            let p = run(rounds, |i| time_fresh_computes(&mut s[i], 20), 20.0);
-            println!("{{\"bench\":\"sched_compute_fresh_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
-        }
-        Some("vary") => {
-            // as "sched", but every compute's graph differs from the previous
-            // one's (issue 12's "vary" family: a fresh split each time)
-            let nb: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_backends");
-            let n: usize = args.get(3).and_then(|v| v.parse().ok()).expect("n_nodes");
-            let rounds = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(50);
-            OURS.quiet_stderr();
-            let mut s = [SchedBench::new(OURS, nb, n, true), SchedBench::new(REF, nb, n, true)];
-            for x in &mut s {
-                time_vary_computes(x, 4);
-            }
-            let p = run(rounds, |i| time_vary_computes(&mut s[i], 20), 20.0);
-            println!("{{\"bench\":\"sched_compute_vary_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
+            let p = run(rounds, |i| time_with(&mut s[i], 20, compute), 20.0);
+            println!("{{\"bench\":\"{name}_{nb}b\",\"n_nodes\":{n},\"rounds\":{rounds},{}}}", p.json());
         }
         Some("cycle") => {
             let n: usize = args.get(2).and_then(|v| v.parse().ok()).expect("n_nodes");
