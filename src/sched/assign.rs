@@ -78,6 +78,12 @@ impl Planner<'_> {
         self.st.table.info[slot as usize]
     }
 
+    /// Whether some registered tensor works in tensor `slot`'s memory (a
+    /// view of it: ggml-alloc needs that memory to initialise the view).
+    fn viewed(&self, slot: u32) -> bool {
+        self.st.table.info.iter().any(|i| i.vsrc == slot)
+    }
+
     /// Whether tensor `slot`'s op is a view op.
     #[inline]
     fn view_op(&self, slot: u32) -> bool {
@@ -672,7 +678,7 @@ impl Planner<'_> {
             if self.assign(sid) == NO_BACKEND {
                 // Its copy would be made from nothing (the original crashes
                 // in ggml-alloc); with data, copy_input copies from it.
-                if !self.info(sid).has(SlotInfo::HAS_DATA) && self.measuring {
+                if !self.info(sid).has(SlotInfo::HAS_DATA) && self.measuring && !self.viewed(sid) {
                     // The original measured a copy of it (an input the
                     // caller allocates after the measure); so do we.
                     self.lenient = true;
