@@ -110,6 +110,16 @@ static struct built sched_graph(const struct env * e, wsp_ggml_backend_sched_t s
     return b;
 }
 
+// A scheduler over e's two backends, measured with a `layers` graph whose
+// input is allocated on backend `in` (without data).
+static wsp_ggml_backend_sched_t measured_sched(const struct env * e, wsp_ggml_backend_t in, int layers) {
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new((wsp_ggml_backend_t *)e->b, 2);
+    struct built m = sched_graph(e, sched, in, layers, false);
+    wsp_ggml_backend_sched_init_measure(sched, m.g);
+    wsp_ggml_free(m.ctx);
+    return sched;
+}
+
 static bool on_own_memory(wsp_ggml_backend_sched_t sched, const struct wsp_ggml_cgraph * g) {
     // every node that works in another's memory runs where that memory is
     for (int i = 0; i < g->n_nodes; i++) {
@@ -136,10 +146,7 @@ static bool on_own_memory(wsp_ggml_backend_sched_t sched, const struct wsp_ggml_
 static void part_larger_graph(void) {
     struct env e;
     env_init(&e, eu_tb("FIT_A", NULL), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
-    struct built small = sched_graph(&e, sched, e.b[1], 1, false);
-    wsp_ggml_backend_sched_init_measure(sched, small.g);
-    wsp_ggml_free(small.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 1);
     size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[1]);
     bool ok = true;
     for (int layers = 2; layers <= 8; layers += 3) {
@@ -171,10 +178,7 @@ static void part_larger_graph(void) {
 static void part_user_assignments(void) {
     struct env e;
     env_init(&e, eu_tb("FIT_A", NULL), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
-    struct built m = sched_graph(&e, sched, e.b[1], 3, false);
-    wsp_ggml_backend_sched_init_measure(sched, m.g);
-    wsp_ggml_free(m.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 3);
     struct ref r = ref_compute(&e, 3);
     bool ok = true, memory = true;
     for (int round = 0; round < 4; round++) {
@@ -199,11 +203,8 @@ static void part_user_assignments(void) {
 static void part_supports_moves(void) {
     struct env e;
     env_init(&e, xb_new("FIT_X", NULL, -1, NULL), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
     // the input lives on FIT_X: with everything supported, all runs there
-    struct built m = sched_graph(&e, sched, e.b[0], 3, false);
-    wsp_ggml_backend_sched_init_measure(sched, m.g);
-    wsp_ggml_free(m.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[0], 3);
     size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[1]);
     struct xb_ctx * c = xb_stats(e.b[0]);
     c->n_rejected = 2;
@@ -263,10 +264,7 @@ static void part_cpy_fresh(void) {
 static void part_rejected_assignment(void) {
     struct env e;
     env_init(&e, eu_tb("FIT_R", REJECT_MUL_MAT), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
-    struct built m = sched_graph(&e, sched, e.b[1], 2, false);
-    wsp_ggml_backend_sched_init_measure(sched, m.g);
-    wsp_ggml_free(m.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 2);
     struct ref r = ref_compute(&e, 2);
     struct built b = sched_graph(&e, sched, e.b[1], 2, true);
     bool placed = true;
@@ -345,10 +343,7 @@ static void part_host_input(void) {
 static void part_growth_fails(void) {
     struct env e;
     env_init(&e, xb_new("FIT_G", NULL, -1, NULL), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
-    struct built m = sched_graph(&e, sched, e.b[1], 3, false);
-    wsp_ggml_backend_sched_init_measure(sched, m.g);
-    wsp_ggml_free(m.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 3);
     size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[0]);
     xb_stats(e.b[0])->max_alloc = 1;
     struct ref r = ref_compute(&e, 3);
@@ -378,10 +373,7 @@ static void part_growth_fails(void) {
 static void part_caller_scratch(void) {
     struct env e;
     env_init(&e, eu_tb("FIT_S", NULL), su_cpu_backend());
-    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.b, 2);
-    struct built m = sched_graph(&e, sched, e.b[1], 2, false);
-    wsp_ggml_backend_sched_init_measure(sched, m.g);
-    wsp_ggml_free(m.ctx);
+    wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 2);
     struct ref r = ref_compute(&e, 2);
     bool ok = true;
     for (int k = 0; k < 3; k++) {
