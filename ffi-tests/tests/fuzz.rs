@@ -444,6 +444,7 @@ fn fuzz_regressions() {
         (959583873381, 400), // reuse after a rebuild with another op or layout: fit re-checked
         (959583870661, 400), // view placed by its consumer, its memory's owner elsewhere
         (648191378538, 60),  // measure: a node placed by its consumer's rejecting backend, an input without memory yet
+        (588818986053, 60),  // measure: an input copy of a view whose memory is allocated later in the split
     ];
     check_all(seeds);
 }

@@ -778,7 +778,14 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
     let len = copy_name(backends[backend as usize], src, &mut name);
     let copy = &mut *st.copies[c];
     ggml::dup_tensor_layout(copy, src, &name[..len]);
-    copy.src[0] = src.as_ptr();
+    // ggml-alloc allocates a copy's sources before the copy. A view's memory
+    // may not be allocated yet (a measure graph's input, whose first user is
+    // later in this split): its owner goes first, so the view can be
+    // initialised. The original asserted in init_view there.
+    match src.view_src() {
+        Some(owner) => copy.src[..2].copy_from_slice(&[owner.as_ptr(), src.as_ptr()]),
+        None => copy.src[0] = src.as_ptr(),
+    }
 }
 
 /// Where `t`'s memory is: the index of its buffer's backend among `backends`,

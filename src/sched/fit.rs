@@ -417,7 +417,9 @@ impl Sched {
     fn check_talloc(&self) {
         let st = &self.st;
         let unallocatable = |slot: u32| st.talloc[slot as usize].is_null() && st.table.tensor(slot).data().is_null();
-        let bad = st.nodes.iter().map(|n| n.slot).find(|&s| unallocatable(s)).or_else(|| st.srcs.iter().copied().find(|&s| unallocatable(s)));
+        // The owners of views copied as inputs are allocated with the copy.
+        let owners = st.inputs.iter().map(|&(slot, _)| st.table.info[slot as usize].vsrc).filter(|&v| v != super::NONE);
+        let bad = st.nodes.iter().map(|n| n.slot).chain(st.srcs.iter().copied()).chain(owners).find(|&s| unallocatable(s));
         if let Some(slot) = bad {
             let t = st.table.tensor(slot);
             fatal("wsp_ggml_backend_sched_graph_compute", &format!("tensor '{}' has no memory and no backend to allocate it on", t.name_lossy()));
