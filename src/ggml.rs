@@ -70,26 +70,22 @@ fn type_sizes(type_: c_int) -> Option<(u64, u64)> {
 
 
 
-/// Where the free space at the end of a (non-measure) allocator's buffer
-/// starts, as an offset from the buffer's base: everything before it may be
-/// in use. `None` when the allocator does not look like the one described
-/// by [`TallocrHead`] (another ggml-alloc): the caller then has to assume
-/// what it can see.
-pub fn tallocr_free_tail(talloc: wsp_ggml_tallocr_t) -> Option<usize> {
+/// The free blocks of an allocator (offset from its buffer's base, size),
+/// sorted by offset: what ggml-alloc would hand out next. ggml-alloc has no
+/// call for this; it is read from the head of its private struct
+/// ([`TallocrHead`]) and checked against what the public calls say. `None`
+/// when the allocator does not look like that (another ggml-alloc).
+pub fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
     if talloc.is_null() {
         return None;
     }
     // SAFETY: a live allocator; the public calls only read it.
     let (buffer, measure) = unsafe { (wsp_ggml_tallocr_get_buffer(talloc), wsp_ggml_tallocr_is_measure(talloc)) };
     let buffer = crate::buffer::BufferRef::new(buffer)?;
-    if measure {
-        return None;
-    }
     let head = talloc.cast::<TallocrHead>();
     // SAFETY: `talloc` points to ggml-alloc's struct, of which TallocrHead
     // is the prefix; fields are read by value through the raw pointer (no
-    // reference to memory ggml-alloc owns). The block read is within the
-    // array once n is checked.
+    // reference to memory ggml-alloc owns).
     let (b, base, alignment, n) = unsafe {
         (
             core::ptr::addr_of!((*head).buffer).read(),
@@ -99,28 +95,26 @@ pub fn tallocr_free_tail(talloc: wsp_ggml_tallocr_t) -> Option<usize> {
         )
     };
     let start = buffer.base() as usize;
-    let end = start.checked_add(buffer.size())?;
+    // a measure allocator's one block is SIZE_MAX/2 long, past its 1-byte buffer
+    let end = if measure { start.checked_add(usize::MAX / 2 + alignment)? } else { start.checked_add(buffer.size())? };
     let n = usize::try_from(n).ok()?;
     if b != buffer.as_ptr() || base as usize != start || alignment != buffer.alignment() || n > TALLOCR_MAX_FREE_BLOCKS {
         return None;
     }
-    if n == 0 {
-        return Some(end - start); // full
+    let mut blocks = Vec::with_capacity(n);
+    let mut at = start;
+    for k in 0..n {
+        // SAFETY: k < n <= TALLOCR_MAX_FREE_BLOCKS, inside the struct.
+        let block = unsafe { core::ptr::addr_of!((*head).free_blocks[k]).read() };
+        let addr = block.addr as usize;
+        if addr < at || addr > end || end - addr < block.size {
+            return None;
+        }
+        blocks.push((addr - start, block.size));
+        at = addr + block.size;
     }
-    // SAFETY: n - 1 < TALLOCR_MAX_FREE_BLOCKS, inside the struct.
-    let last = unsafe { core::ptr::addr_of!((*head).free_blocks[n - 1]).read() };
-    let addr = last.addr as usize;
-    if addr < start || addr > end || end - addr < last.size {
-        return None;
-    }
-    // The free blocks are sorted by address: the last one either reaches
-    // the end of the buffer, or the buffer's tail is in use.
-    Some(if addr + last.size == end { addr - start } else { end - start })
+    Some(blocks)
 }
-
-
-
-
 
 /// A tensor handed to us by C. Copyable handle; identity is the address.
 ///
@@ -241,46 +235,27 @@ impl TensorRef {
         }
     }
     /// What ggml-alloc writes when it places a tensor.
-    pub fn placement(self) -> Placement {
-        let t = self.get();
-        Placement { backend: t.backend, buffer: t.buffer, view_src: t.view_src, data: t.data }
-    }
-    /// Undo a placement made by a measure pass (fake addresses, and the
-    /// `view_src` that ggml-alloc sets on a node it computes in place).
-    pub fn restore_placement(self, p: Placement) {
+    /// Place the tensor at `data` in `buffer` (as `wsp_ggml_tallocr_alloc`).
+    pub fn place(self, buffer: *mut crate::buffer::wsp_ggml_backend_buffer, data: *mut c_void) {
         // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
         // graph's tensors during its calls.
-        unsafe {
-            let t = &mut *self.as_ptr();
-            t.backend = p.backend;
-            t.buffer = p.buffer;
-            t.view_src = p.view_src;
-            t.data = p.data;
-        }
-    }
-    /// Point the tensor at other memory (undone with `restore_placement`).
-    pub fn move_placement(self, buffer: *mut crate::buffer::wsp_ggml_backend_buffer, data: *mut c_void) {
-        // SAFETY: as in restore_placement.
         unsafe {
             let t = &mut *self.as_ptr();
             t.buffer = buffer;
             t.data = data;
         }
     }
+    /// Make the tensor a view of `src` (ggml-alloc does this to a node it
+    /// computes in place in its source's memory).
+    pub fn set_view_src(self, src: TensorRef) {
+        // SAFETY: as in place.
+        unsafe { (*self.as_ptr()).view_src = src.as_ptr() }
+    }
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
     pub fn same_layout(self, other: TensorRef) -> bool {
         let (a, b) = (self.get(), other.get());
         a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
     }
-}
-
-/// The fields of a tensor that ggml-alloc sets when it places it.
-#[derive(Clone, Copy)]
-pub struct Placement {
-    backend: c_int,
-    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
-    view_src: *mut wsp_ggml_tensor,
-    data: *mut c_void,
 }
 
 /// RESHAPE, VIEW, PERMUTE or TRANSPOSE (consecutive in ggml's enum).

@@ -255,6 +255,7 @@ impl Planner<'_> {
         // apply the plan
         self.make_copies()?;
         self.st.patch();
+        self.st.build_order();
         Ok(())
     }
 
@@ -267,7 +268,6 @@ impl Planner<'_> {
         st.nodes.clear();
         st.srcs.clear();
         st.copy_index.clear();
-        st.talloc_from.clear();
         st.copy_of.clear();
         st.splits.clear();
         st.inputs.clear();
@@ -703,7 +703,7 @@ impl Planner<'_> {
                 self.st.inputs.push((sid, copy));
                 self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
             }
-            self.st.patches.push(Patch { node: self.node(i), j, original: self.tensor(sid), copy });
+            self.st.patches.push(Patch { node: self.node(i), j, k: k as u32, original: self.tensor(sid), copy });
         }
     }
 
@@ -714,7 +714,7 @@ impl Planner<'_> {
             return c;
         }
         let c = self.st.copy_of.len() as u32;
-        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0 });
+        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0, slot: NONE });
         self.st.copy_index.insert((sid, b), c);
         c
     }
@@ -730,6 +730,7 @@ impl Planner<'_> {
             refresh_copy(self.backends, self.st, c);
             let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
             let (cslot, _) = self.st.table.insert(copy_ref)?;
+            self.st.copy_of[c].slot = cslot;
             self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
         }
         Ok(())

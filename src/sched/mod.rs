@@ -16,6 +16,7 @@
 
 mod assign;
 mod fit;
+mod galloc;
 mod reuse;
 mod table;
 mod talloc_model;
@@ -98,6 +99,8 @@ struct CopyOf {
     /// Split index + 1 (dedupes a split's inputs: all of them are copies to
     /// the split's backend, so one mark per copy suffices).
     mark: u32,
+    /// Its table slot (NONE until made).
+    slot: u32,
 }
 
 /// A graph `src` slot redirected to an input copy during the compute.
@@ -105,6 +108,8 @@ struct CopyOf {
 struct Patch {
     node: TensorRef,
     j: usize,
+    /// Index of that source in `State::srcs`.
+    k: u32,
     original: TensorRef,
     copy: u32,
 }
@@ -132,14 +137,12 @@ struct State {
     /// (input tensor slot, copy index) for every split, in split order.
     inputs: Vec<(u32, u32)>,
     patches: Vec<Patch>,
-    /// ggml-alloc's allocator for the tensor in each slot (NULL: none).
-    talloc: Vec<wsp_ggml_tallocr_t>,
-    /// The allocators `talloc` was filled from (empty: not filled).
-    talloc_from: Vec<wsp_ggml_tallocr_t>,
     /// The patches are applied to the graph right now.
     patched: bool,
     /// One graph view per split, handed to the backend's graph_compute.
     split_graphs: Vec<wsp_ggml_cgraph>,
+    /// The walk of the split's allocation (galloc.rs).
+    order: galloc::Order,
     /// How the next table is sized (table.rs).
     sizing: table::Sizing,
     /// What the last split read besides the graph's structure and the
@@ -174,7 +177,8 @@ fn nanos(d: std::time::Duration) -> u64 {
 pub struct Sched {
     backends: Vec<BackendRef>,
     tallocs: Vec<wsp_ggml_tallocr_t>,
-    galloc: ggml::wsp_ggml_gallocr_t,
+    /// The split's allocation (galloc.rs), kept for its memory.
+    galloc: galloc::Galloc,
     /// Compute buffer size requested for each backend at the last measure/reserve.
     buffer_sizes: Vec<usize>,
     measured: bool,
@@ -185,13 +189,6 @@ pub struct Sched {
     /// Compute allocators replaced by larger ones during a compute (fit.rs),
     /// alive until the next measure or `sched_free`.
     retired: Vec<wsp_ggml_tallocr_t>,
-    /// What each compute buffer held for the caller when the current split
-    /// was last checked to fit (fit.rs); None: not checked since the measure.
-    fit_for: Option<Vec<usize>>,
-    /// Allocator for tensors in plain host memory (data, no buffer): ggml-alloc
-    /// asks every source's allocator whether the source is its own before it
-    /// frees it, and never allocates there (fit.rs). NULL until needed.
-    inert: wsp_ggml_tallocr_t,
     /// Buffers that growth allocated (fit.rs): their allocators do not own
     /// them, free_talloc frees them.
     grown_buffers: Vec<BufferRef>,
@@ -212,8 +209,6 @@ impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
-        // SAFETY: plain constructor from ggml-alloc.
-        let galloc = unsafe { ggml::wsp_ggml_gallocr_new() };
         let tallocs = backends
             .iter()
             // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
@@ -222,15 +217,13 @@ impl Sched {
         Box::new(Sched {
             backends: backends.to_vec(),
             tallocs,
-            galloc,
+            galloc: galloc::Galloc::default(),
             buffer_sizes: vec![0; backends.len()],
             measured: false,
             debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
             user: HashMap::new(),
             eval_callback: None,
             retired: Vec::new(),
-            fit_for: None,
-            inert: std::ptr::null_mut(),
             grown_buffers: Vec::new(),
             computing: false,
             measuring: false,
@@ -302,9 +295,9 @@ impl Sched {
         self.measuring = true;
         self.split_graph(graph, func);
         self.measuring = false;
-        // Placements in measure buffers are undone (they are freed below),
-        // so the measured graph does not point into freed memory.
-        let sizes = self.alloc_and_undo(graph);
+        // Nothing is placed (the measure buffers are freed below), so the
+        // measured graph does not point into freed memory.
+        let sizes = self.measure_split(func);
         for (i, &measured) in sizes.iter().enumerate() {
             let measure = self.tallocs[i];
             // SAFETY: our measure allocator; freed once here.
@@ -333,7 +326,6 @@ impl Sched {
             self.buffer_sizes[i] = size;
         }
         self.free_retired();
-        self.fit_for = None;
         self.measured = true;
         self.finish();
     }
@@ -420,11 +412,8 @@ impl Sched {
             // SAFETY: the caller's.
             let s = unsafe { &mut *this };
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            let fresh = s.split_graph(graph, func);
-            if fresh || !s.fits_as_before() {
-                s.ensure_fits(graph, func);
-            }
-            s.alloc_splits(graph);
+            s.split_graph(graph, func);
+            s.allocate(graph, func);
             s.split_stats.clear();
             s.split_stats.resize(s.st.splits.len(), SplitStats::default());
             s.computing = true;
@@ -446,31 +435,6 @@ impl Sched {
         }
         self.st.unpatch();
         self.user.clear();
-    }
-
-    /// Hand the split graph to ggml-alloc with the hash set + allocator table.
-    fn alloc_splits(&mut self, graph: GraphRef) {
-        if self.st.talloc_from != self.tallocs {
-            self.fill_talloc();
-        }
-        let st = &mut self.st;
-        // The graph for ggml-alloc: each split's input copies, then its nodes
-        // (only needed for this call), straight from the graph that was just
-        // split or checked (node i is in slot st.nodes[i].slot).
-        let graph_nodes = graph.node_ptrs();
-        let mut nodes = Vec::with_capacity(st.nodes.len() + st.inputs.len());
-        for split in &st.splits {
-            for &(_, copy) in &st.inputs[split.inputs.clone()] {
-                nodes.push(&mut *st.copies[copy as usize] as *mut wsp_ggml_tensor);
-            }
-            nodes.extend_from_slice(&graph_nodes[split.i_start..split.i_end]);
-        }
-        let mut graph = wsp_ggml_cgraph::of_nodes(nodes.as_mut_ptr(), std::ptr::null_mut(), nodes.len(), nodes.len(), 0);
-        let hash_set = st.table.hash_set();
-        // SAFETY: graph, hash set and allocator table are ours and alive for
-        // the call; ggml-alloc does not keep them. The table has free slots
-        // left (load <= 3/4) for any key ggml-alloc inserts.
-        unsafe { ggml::wsp_ggml_gallocr_alloc_graph_n(self.galloc, &mut graph, hash_set, st.talloc.as_mut_ptr()) };
     }
 
     /// # Safety
@@ -595,6 +559,32 @@ impl Sched {
 }
 
 impl State {
+    /// The walk of the allocation (galloc.rs): each split's input copies,
+    /// then its nodes, with their sources as ggml-alloc would see them
+    /// (redirected to the copies).
+    fn build_order(&mut self) {
+        let mut srcs = self.srcs.clone();
+        for p in &self.patches {
+            srcs[p.k as usize] = self.copy_of[p.copy as usize].slot;
+        }
+        let order = &mut self.order;
+        order.clear();
+        for split in &self.splits {
+            for &(slot, copy) in &self.inputs[split.inputs.clone()] {
+                // the copy's sources (see assign::refresh_copy): the input's
+                // memory's owner, if a view, then the input
+                let owner = self.table.tensor(slot).view_src().and_then(|v| self.table.find(v.as_ptr()));
+                order.push(self.copy_of[copy as usize].slot, owner.into_iter().chain([slot]));
+            }
+            let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end as usize };
+            for n in &self.nodes[split.i_start..split.i_end] {
+                let e = n.srcs_end as usize;
+                order.push(n.slot, srcs[s..e].iter().copied());
+                s = e;
+            }
+        }
+    }
+
     /// Point graph sources at their input copies.
     fn patch(&mut self) {
         for p in &self.patches {
@@ -620,12 +610,9 @@ impl Drop for Sched {
         // Leave the user's graph as it was even if dropped mid-way.
         self.st.unpatch();
         self.free_retired();
-        self.free_inert();
         for t in std::mem::take(&mut self.tallocs) {
             self.free_talloc(t);
         }
-        // SAFETY: our own graph allocator, freed once.
-        unsafe { ggml::wsp_ggml_gallocr_free(self.galloc) };
     }
 }
 

@@ -1,19 +1,14 @@
-//! The scheduler's per-tensor table, shared with ggml-alloc.
+//! The scheduler's per-tensor table.
 //!
-//! ggml-alloc's `wsp_ggml_gallocr_alloc_graph_n` takes a ggml hash set (an
-//! array of tensor addresses, probed linearly from `address % size`) and an
-//! allocator per slot. Instead of keeping a map of its own and filling that
-//! hash set again for every compute (what both the original and our first
-//! version did), the scheduler registers every tensor once, directly in
-//! ggml's layout: the slot of a tensor is its id in all the passes, and the
-//! allocator array is filled from the assignments without hashing again.
-//!
-//! Probing must match ggml.c's `wsp_ggml_hash_find` exactly (ggml-alloc looks
-//! our keys up with it): start at `address % size`, step by one, wrap around,
-//! stop at the key or at the first NULL.
+//! Every tensor of a graph (leafs, nodes, their sources and view sources,
+//! input copies) is registered once, by address, in an open-addressing table
+//! (probed linearly from `address % size`, as ggml's own hash set). The slot
+//! of a tensor is its id in all the passes and in the allocation
+//! (galloc.rs), so per-tensor facts and decisions are plain arrays indexed
+//! by slot, with no hashing after registration.
 
 use super::Rule;
-use crate::ggml::{wsp_ggml_hash_set, wsp_ggml_tensor, TensorRef};
+use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
 /// "No backend" in [`SlotInfo::assign`] and [`SlotInfo::loc`].
 pub(super) const NO_BACKEND: u16 = u16::MAX;
@@ -161,9 +156,8 @@ impl Sizing {
     /// The last split is reused once more. Some(size) when the table should
     /// be refitted to the graph now: at the TUNE_AFTER-th reuse in a row, if
     /// its keys sit far from their home slots and a better size exists (each
-    /// probe step is one more division in `wsp_ggml_hash_find`, for each of
-    /// ggml-alloc's look-ups of every tensor). The caller then splits again
-    /// at that size, once.
+    /// probe step is one more comparison in every look-up). The caller then
+    /// splits again at that size, once.
     pub fn on_reuse(&mut self, table: &Table) -> Option<usize> {
         self.reuses = self.reuses.saturating_add(1);
         if self.reuses != TUNE_AFTER || !table.could_be_tighter() {
@@ -204,18 +198,17 @@ impl Attempt {
 
 #[derive(Default)]
 pub(super) struct Table {
-    /// ggml hash set keys; NULL marks a free slot, as ggml requires.
+    /// Tensor addresses; NULL marks a free slot.
     keys: Vec<*mut wsp_ggml_tensor>,
     pub info: Vec<SlotInfo>,
     len: usize,
     /// Total distance of the keys from their home slots: every step is one
-    /// more probe, with a division, for each of ggml-alloc's look-ups.
+    /// more probe for each look-up.
     steps: usize,
-    /// `address % size` without a division (ggml divides at every probe).
+    /// `address % size` without a division.
     modulo: FastMod,
     /// Most keys before `insert` reports `Full`: three quarters of the
-    /// slots (a quarter stays free, so probes stay short and ggml-alloc
-    /// always finds room for a key it inserts).
+    /// slots (a quarter stays free, so probes stay short and always end).
     limit: usize,
 }
 
@@ -375,17 +368,6 @@ impl Table {
     pub fn keys(&self) -> &[*mut wsp_ggml_tensor] {
         &self.keys
     }
-
-    /// Registered slots, in table order.
-    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
-        self.keys.iter().enumerate().filter(|(_, k)| !k.is_null()).map(|(i, _)| i as u32)
-    }
-
-    /// ggml's view of the keys, for ggml-alloc (which may look keys up and,
-    /// for a tensor we did not register, insert it: there is always room).
-    pub fn hash_set(&mut self) -> wsp_ggml_hash_set {
-        wsp_ggml_hash_set { size: self.keys.len(), keys: self.keys.as_mut_ptr() }
-    }
 }
 
 /// `a % d` by multiplication (Lemire, Kaser, Kurz: "Faster remainder by
@@ -496,9 +478,9 @@ mod tests {
             assert_eq!(t.tensor(slots[k]), r);
         }
         assert_eq!(t.find(TensorRef::new(&mut ts[n]).unwrap().as_ptr()), None);
-        assert_eq!(t.slots().count(), n);
+        assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), n);
         t.reset(10, 0, None);
-        assert_eq!(t.slots().count(), 0);
+        assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), 0);
     }
 
     #[test]

@@ -23,6 +23,25 @@ pub const WSP_GGML_OP_VIEW: c_int = 30;
 pub const WSP_GGML_OP_PERMUTE: c_int = 31;
 pub const WSP_GGML_OP_TRANSPOSE: c_int = 32;
 
+/// The ops ggml-alloc may compute in place (`ggml_op_can_inplace`).
+pub const WSP_GGML_OPS_IN_PLACE: [c_int; 15] = [
+    2,  // ADD
+    3,  // ADD1
+    5,  // SUB
+    6,  // MUL
+    7,  // DIV
+    8,  // SQR
+    9,  // SQRT
+    10, // LOG
+    20, // RMS_NORM
+    25, // SCALE
+    36, // DIAG_MASK_INF
+    37, // DIAG_MASK_ZERO
+    38, // SOFT_MAX
+    40, // ROPE
+    57, // UNARY
+];
+
 /// `struct wsp_ggml_tensor` (ggml.h).
 #[repr(C)]
 pub struct wsp_ggml_tensor {
@@ -48,7 +67,7 @@ pub struct wsp_ggml_tensor {
     pub padding: [c_char; 12],
 }
 
-/// `struct wsp_ggml_hash_set` (ggml.h), passed by value to ggml-alloc.
+/// `struct wsp_ggml_hash_set` (ggml.h), inside `struct wsp_ggml_cgraph`.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct wsp_ggml_hash_set {
@@ -88,20 +107,16 @@ pub struct wsp_ggml_cplan {
 pub struct wsp_ggml_tallocr {
     _private: [u8; 0],
 }
-/// Opaque `struct wsp_ggml_gallocr` (ggml-alloc.h).
-#[repr(C)]
-pub struct wsp_ggml_gallocr {
-    _private: [u8; 0],
-}
 pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
 
 /// The head of ggml-alloc's private `struct ggml_tallocr` (ggml-alloc.c of
 /// whisper.cpp 1.5, as shipped in whisper.rn 0.4.0-rc.4; the same with
 /// `GGML_ALLOCATOR_DEBUG`, which only appends fields). ggml-alloc has no call
-/// that says how much of a buffer its allocator has handed out since the last
-/// reset, and the scheduler needs exactly that for the caller's inputs in a
-/// compute buffer (`sched_get_tallocr`). Read only through
-/// `ggml::tallocr_free_tail`, which checks it against what the public calls say.
+/// that says which parts of a buffer its allocator has handed out since the
+/// last reset, and the scheduler needs exactly that to place a split after
+/// the caller's inputs in a compute buffer (`sched_get_tallocr`). Read only
+/// through `ggml::tallocr_free_blocks`, which checks it against what the
+/// public calls say.
 #[repr(C)]
 pub(crate) struct TallocrHead {
     pub buffer: *mut wsp_ggml_backend_buffer,
@@ -121,8 +136,6 @@ pub(crate) struct FreeBlock {
 
 /// `MAX_FREE_BLOCKS` of ggml-alloc.c.
 pub(crate) const TALLOCR_MAX_FREE_BLOCKS: usize = 256;
-
-pub type wsp_ggml_gallocr_t = *mut wsp_ggml_gallocr;
 
 /// Sizes and offsets as gcc lays out ggml.h's structs on each target
 /// (64-bit, and 32-bit x86, where `int64_t` is 4-aligned inside structs);
@@ -206,14 +219,5 @@ extern "C" {
     pub fn wsp_ggml_tallocr_is_measure(talloc: wsp_ggml_tallocr_t) -> bool;
     pub fn wsp_ggml_tallocr_max_size(talloc: wsp_ggml_tallocr_t) -> usize;
     pub fn wsp_ggml_tallocr_reset(talloc: wsp_ggml_tallocr_t);
-
-    pub fn wsp_ggml_gallocr_new() -> wsp_ggml_gallocr_t;
-    pub fn wsp_ggml_gallocr_free(galloc: wsp_ggml_gallocr_t);
-    pub fn wsp_ggml_gallocr_alloc_graph_n(
-        galloc: wsp_ggml_gallocr_t,
-        graph: *mut wsp_ggml_cgraph,
-        hash_set: wsp_ggml_hash_set,
-        hash_node_talloc: *mut wsp_ggml_tallocr_t,
-    );
 }
 
