@@ -41,26 +41,34 @@ pub(super) struct Planner<'a> {
 
 impl Planner<'_> {
     /// Slot of `t` in this split's table, registering it (and the tensors
-    /// whose memory it views, which ggml-alloc looks up too) on first sight.
-    /// `listed`: `t` is a leaf or node of the graph (the others are
+    /// whose memory it views, which the allocation looks up too) on first
+    /// sight. `listed`: `t` is a leaf or node of the graph (the others are
     /// remembered, for reuse.rs to check their locations).
-    #[inline]
+    #[inline(always)]
     fn register(&mut self, t: TensorRef, listed: bool) -> Result<u32, Full> {
         let (slot, new) = self.st.table.insert(t)?;
         if new {
-            self.describe(slot, t, listed);
-            let (mut at, mut next) = (slot, t.view_src());
-            while let Some(v) = next {
-                let (s, new) = self.st.table.insert(v)?;
-                self.st.table.info[at as usize].vsrc = s;
-                if !new {
-                    break;
-                }
-                self.describe(s, v, false);
-                (at, next) = (s, v.view_src());
-            }
+            self.register_new(slot, t, listed)?;
         }
         Ok(slot)
+    }
+
+    /// The first sight of `t` (most look-ups find a source already seen as
+    /// a node, so this stays out of line).
+    #[inline(never)]
+    fn register_new(&mut self, slot: u32, t: TensorRef, listed: bool) -> Result<(), Full> {
+        self.describe(slot, t, listed);
+        let (mut at, mut next) = (slot, t.view_src());
+        while let Some(v) = next {
+            let (s, new) = self.st.table.insert(v)?;
+            self.st.table.info[at as usize].vsrc = s;
+            if !new {
+                break;
+            }
+            self.describe(s, v, false);
+            (at, next) = (s, v.view_src());
+        }
+        Ok(())
     }
 
     #[inline]

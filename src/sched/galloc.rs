@@ -72,7 +72,8 @@ enum Step {
 }
 
 /// The node order ggml-alloc walks: each split's input copies, then its
-/// nodes; each entry a tensor id and its sources' ids (up to the first NULL).
+/// nodes; each entry a tensor id and the range of its sources' ids (up to
+/// the first NULL) in `srcs`.
 #[derive(Default)]
 pub(super) struct Order {
     pub entries: Vec<(u32, u32, u32)>,
@@ -84,29 +85,37 @@ impl Order {
         self.entries.clear();
         self.srcs.clear();
     }
-
-    pub fn push(&mut self, id: u32, srcs: impl IntoIterator<Item = u32>) {
-        let start = self.srcs.len() as u32;
-        self.srcs.extend(srcs);
-        self.entries.push((id, start, self.srcs.len() as u32));
-    }
 }
 
 /// A plan that does not fit: the backend whose buffer is too small.
 pub(super) struct TooSmall(pub u16);
 
+/// What the plan tracks of one tensor: what ggml-alloc reads and changes.
+#[derive(Clone, Copy)]
+struct Slot {
+    /// `data` (0: none yet).
+    data: usize,
+    buffer: *mut wsp_ggml_backend_buffer,
+    /// View source id (NONE: not a view).
+    vsrc: u32,
+    /// ggml-alloc's counts: nodes of the walk that read it, views of it.
+    children: i32,
+    views: i32,
+    /// The backend whose compute buffer allocates it (NO_BACKEND: none).
+    backend: u16,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: NONE, children: 0, views: 0, backend: NO_BACKEND };
+}
+
 /// The allocation's working state, kept between computes for its memory.
 #[derive(Default)]
 pub(super) struct Galloc {
-    /// Per tensor id (table slot, or an extra tensor past the table):
+    /// Per tensor id: a table slot, or an extra tensor past the table.
+    slots: Vec<Slot>,
     ptr: Vec<*mut wsp_ggml_tensor>,
-    backend: Vec<u16>,
-    data: Vec<usize>,
-    buffer: Vec<*mut wsp_ggml_backend_buffer>,
-    vsrc: Vec<u32>,
-    children: Vec<i32>,
-    views: Vec<i32>,
-    /// Tensors met that the table does not hold (ids from `ptr.len()` on).
+    /// Tensors met that the table does not hold (ids from the table's size on).
     extra: HashMap<usize, u32>,
     steps: Vec<Step>,
     models: Vec<Model>,
@@ -124,21 +133,24 @@ impl Galloc {
     /// small (the plan stops there).
     pub fn plan(&mut self, table: &Table, order: &Order, arenas: &[Arena], bounded: bool, func: &str) -> Result<(), TooSmall> {
         self.load(table);
-        self.models = arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })).collect();
-        self.max = vec![0; arenas.len()];
+        self.models.clear();
+        self.models.extend(arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })));
+        self.max.clear();
+        self.max.resize(arenas.len(), 0);
         self.steps.clear();
         // count children and views (initialising views of memory set by hand)
         for &(id, s, e) in &order.entries {
-            if self.vsrc[id as usize] != NONE {
-                let v = self.vsrc[id as usize];
-                self.views[v as usize] += 1;
-                if self.buffer[id as usize].is_null() && self.data[id as usize] != 0 {
+            let n = self.slots[id as usize];
+            if n.vsrc != NONE {
+                self.slots[n.vsrc as usize].views += 1;
+                if n.buffer.is_null() && n.data != 0 {
                     self.init_view(id, NONE, func);
                 }
             }
             for &p in &order.srcs[s as usize..e as usize] {
-                self.children[p as usize] += 1;
-                if self.vsrc[p as usize] != NONE && self.buffer[p as usize].is_null() && self.data[p as usize] != 0 {
+                let ps = &mut self.slots[p as usize];
+                ps.children += 1;
+                if ps.vsrc != NONE && ps.buffer.is_null() && ps.data != 0 {
                     self.init_view(p, NONE, func);
                 }
             }
@@ -146,21 +158,26 @@ impl Galloc {
         for &(id, s, e) in &order.entries {
             let srcs = &order.srcs[s as usize..e as usize];
             for &p in srcs {
-                self.allocate(table, p, None, arenas, func).map_err(|b| TooSmall(b))?;
+                if self.slots[p as usize].data == 0 {
+                    self.allocate(table, p, None, arenas, func).map_err(TooSmall)?;
+                }
             }
-            self.allocate(table, id, Some(srcs), arenas, func).map_err(|b| TooSmall(b))?;
+            if self.slots[id as usize].data == 0 {
+                self.allocate(table, id, Some(srcs), arenas, func).map_err(TooSmall)?;
+            }
             for &p in srcs {
-                let pu = p as usize;
-                self.children[pu] -= 1;
-                if self.children[pu] == 0 && self.views[pu] == 0 {
-                    let v = self.vsrc[pu];
-                    if v != NONE {
-                        self.views[v as usize] -= 1;
-                        if self.views[v as usize] == 0 && self.children[v as usize] == 0 {
-                            self.free(v, arenas, func);
-                        }
-                    } else {
+                let ps = &mut self.slots[p as usize];
+                ps.children -= 1;
+                if ps.children == 0 && ps.views == 0 {
+                    let v = ps.vsrc;
+                    if v == NONE {
                         self.free(p, arenas, func);
+                        continue;
+                    }
+                    let vs = &mut self.slots[v as usize];
+                    vs.views -= 1;
+                    if vs.views == 0 && vs.children == 0 {
+                        self.free(v, arenas, func);
                     }
                 }
             }
@@ -175,7 +192,7 @@ impl Galloc {
             match step {
                 Step::Alloc { id, offset } => {
                     let t = self.tensor(id);
-                    let a = &arenas[self.backend[id as usize] as usize];
+                    let a = &arenas[self.slots[id as usize].backend as usize];
                     t.place(a.buffer.as_ptr(), (a.base + offset) as *mut c_void);
                     if !a.measure {
                         a.buffer.init_tensor(t);
@@ -188,12 +205,12 @@ impl Galloc {
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
-                    if let Some(a) = arenas.get(self.backend[id as usize] as usize).filter(|a| !a.measure) {
+                    if let Some(a) = arenas.get(self.slots[id as usize].backend as usize).filter(|a| !a.measure) {
                         a.buffer.init_tensor(t);
                     }
                 }
                 Step::Free { id } => {
-                    let a = &arenas[self.backend[id as usize] as usize];
+                    let a = &arenas[self.slots[id as usize].backend as usize];
                     if !a.measure {
                         a.buffer.free_tensor(self.tensor(id));
                     }
@@ -209,35 +226,40 @@ impl Galloc {
     /// Read what the plan needs of every tensor in the table.
     fn load(&mut self, table: &Table) {
         let keys = table.keys();
-        let n = keys.len();
         self.extra.clear();
         self.ptr.clear();
         self.ptr.extend_from_slice(keys);
-        self.backend.clear();
-        self.backend.extend(table.info.iter().map(|i| i.assign));
-        self.children.clear();
-        self.children.resize(n, 0);
-        self.views.clear();
-        self.views.resize(n, 0);
-        self.data.clear();
-        self.data.resize(n, 0);
-        self.buffer.clear();
-        self.buffer.resize(n, core::ptr::null_mut());
-        self.vsrc.clear();
-        self.vsrc.resize(n, NONE);
-        for (i, &k) in keys.iter().enumerate() {
-            let Some(t) = TensorRef::new(k) else { continue };
+        self.slots.clear();
+        self.slots.reserve(keys.len());
+        let mut unheld = Vec::new();
+        for (&k, info) in keys.iter().zip(&table.info) {
+            let Some(t) = TensorRef::new(k) else {
+                self.slots.push(Slot::EMPTY);
+                continue;
+            };
             let g = t.get();
-            self.data[i] = g.data as usize;
-            self.buffer[i] = g.buffer;
-            if !g.view_src.is_null() {
-                self.vsrc[i] = self.id_of(table, g.view_src);
-            }
+            let vsrc = if g.view_src.is_null() {
+                NONE
+            } else if keys.get(info.vsrc as usize) == Some(&g.view_src) {
+                info.vsrc // as registered (ggml-alloc may have changed it since)
+            } else {
+                table.find(g.view_src).unwrap_or_else(|| {
+                    unheld.push(self.slots.len());
+                    NONE
+                })
+            };
+            self.slots.push(Slot { data: g.data as usize, buffer: g.buffer, vsrc, children: 0, views: 0, backend: info.assign });
+        }
+        // view sources the table does not hold (none, unless a tensor was
+        // changed since the table was made) get extra ids
+        for i in unheld {
+            let v = self.tensor(i as u32).get().view_src;
+            self.slots[i].vsrc = self.id_of(table, v);
         }
     }
 
-    /// The id of a tensor met through a view source: its table slot, or an
-    /// extra id (no backend) if the table does not hold it.
+    /// The id of a tensor: its table slot, or an extra id (no backend) if
+    /// the table does not hold it.
     fn id_of(&mut self, table: &Table, t: *mut wsp_ggml_tensor) -> u32 {
         if let Some(slot) = table.find(t) {
             return slot;
@@ -248,60 +270,58 @@ impl Galloc {
         let id = self.ptr.len() as u32;
         self.extra.insert(t as usize, id);
         self.ptr.push(t);
-        self.backend.push(NO_BACKEND);
-        self.children.push(0);
-        self.views.push(0);
-        // a view source of a tensor of the graph: live for the call
+        // a source or view source of a tensor of the graph: live for the call
         let (data, buffer, view_src) = {
             let g = TensorRef::new(t).expect("not NULL");
             let g = g.get();
             (g.data as usize, g.buffer, g.view_src)
         };
-        self.data.push(data);
-        self.buffer.push(buffer);
-        self.vsrc.push(NONE);
+        self.slots.push(Slot { data, buffer, ..Slot::EMPTY });
         if !view_src.is_null() {
             let v = self.id_of(table, view_src);
-            self.vsrc[id as usize] = v;
+            self.slots[id as usize].vsrc = v;
         }
         id
     }
 
     /// `init_view`: the view takes its source's buffer and memory.
+    #[inline(always)]
     fn init_view(&mut self, id: u32, owner: u32, func: &str) {
         let i = id as usize;
         if owner != NONE {
-            self.vsrc[i] = owner;
+            self.slots[i].vsrc = owner;
         }
-        let v = self.vsrc[i] as usize;
-        if self.data[v] == 0 {
+        let v = self.slots[self.slots[i].vsrc as usize];
+        if v.data == 0 {
             let t = self.tensor(id);
-            let src = self.tensor(v as u32);
+            let src = self.tensor(self.slots[i].vsrc);
             fatal(
                 func,
                 &format!("view '{}' of '{}' cannot be placed: '{}' has no memory (no data, no backend to allocate it on)", t.name_lossy(), src.name_lossy(), src.name_lossy()),
             );
         }
-        self.buffer[i] = self.buffer[v];
-        self.data[i] = self.data[v] + self.tensor(id).get().view_offs;
+        let offs = self.tensor(id).get().view_offs;
+        let s = &mut self.slots[i];
+        s.buffer = v.buffer;
+        s.data = v.data + offs;
         self.steps.push(Step::View { id, owner });
     }
 
-    /// `allocate_node`: memory for a tensor without any, in place in a
-    /// source's memory where ggml-alloc would compute it there. `srcs`: the
-    /// tensor's sources, if it is the node being walked (a source allocated
-    /// on its own has its sources read here, as ggml-alloc reads them).
-    /// Err: the backend whose buffer is too small.
+    /// `allocate_node` of a tensor without memory: in place in a source's
+    /// memory where ggml-alloc would compute it there, else from its
+    /// backend's allocator. `srcs`: the tensor's sources, if it is the node
+    /// being walked (a source allocated on its own has its sources read
+    /// here, as ggml-alloc reads them). Err: the backend whose buffer is too
+    /// small.
+    #[inline(always)]
     fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<(), u16> {
         let i = id as usize;
-        if self.data[i] != 0 {
-            return Ok(());
-        }
-        if self.vsrc[i] != NONE {
+        let n = self.slots[i];
+        if n.vsrc != NONE {
             self.init_view(id, NONE, func);
             return Ok(());
         }
-        let b = self.backend[i];
+        let b = n.backend;
         let Some(arena) = arenas.get(b as usize) else {
             fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(id).name_lossy()));
         };
@@ -316,31 +336,29 @@ impl Galloc {
                 }
             };
             for &p in srcs {
-                let pu = p as usize;
+                let ps = self.slots[p as usize];
                 // only memory of this allocator's buffer is reused
-                if self.buffer[pu] != arena.buffer.as_ptr() {
+                if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 || !t.same_layout(self.tensor(p)) {
                     continue;
                 }
-                if self.data[pu] != 0 && self.children[pu] == 1 && self.views[pu] == 0 && t.same_layout(self.tensor(p)) {
-                    let v = self.vsrc[pu];
-                    if v == NONE {
-                        self.views[pu] += 1;
-                        self.init_view(id, p, func);
-                        return Ok(());
-                    }
-                    let vu = v as usize;
-                    if self.views[vu] == 1 && self.children[vu] == 0 && self.data[vu] == self.data[pu] {
-                        self.views[vu] += 1;
-                        self.init_view(id, v, func);
-                        return Ok(());
-                    }
+                if ps.vsrc == NONE {
+                    self.slots[p as usize].views += 1;
+                    self.init_view(id, p, func);
+                    return Ok(());
+                }
+                let vs = self.slots[ps.vsrc as usize];
+                if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
+                    self.slots[ps.vsrc as usize].views += 1;
+                    self.init_view(id, ps.vsrc, func);
+                    return Ok(());
                 }
             }
         }
-        let size = padded(arena.buffer.alloc_size(t), arena.align.max(1));
+        let size = padded(arena.buffer.alloc_size(t), arena.align);
         let offset = self.models[b as usize].alloc(size).ok_or(b)?;
-        self.data[i] = arena.base + offset;
-        self.buffer[i] = arena.buffer.as_ptr();
+        let s = &mut self.slots[i];
+        s.data = arena.base + offset;
+        s.buffer = arena.buffer.as_ptr();
         self.max[b as usize] = self.max[b as usize].max(offset + size);
         self.steps.push(Step::Alloc { id, offset });
         Ok(())
@@ -349,22 +367,33 @@ impl Galloc {
     /// `free_node`: give a tensor's memory back to its allocator, if it is
     /// the allocator's own.
     fn free(&mut self, id: u32, arenas: &[Arena], func: &str) {
-        let i = id as usize;
-        let Some(arena) = arenas.get(self.backend[i] as usize) else { return };
-        if self.buffer[i] != arena.buffer.as_ptr() {
+        let n = self.slots[id as usize];
+        let Some(arena) = arenas.get(n.backend as usize) else { return };
+        if n.buffer != arena.buffer.as_ptr() {
             return;
         }
-        let t = self.tensor(id);
-        let size = padded(arena.buffer.alloc_size(t), arena.align.max(1));
-        let offset = self.data[i].wrapping_sub(arena.base);
-        if self.models[self.backend[i] as usize].free(offset, size).is_none() {
-            fatal(func, &format!("the compute buffer of backend {} has too many free blocks (ggml-alloc's limit is 256)", self.backend[i]));
+        let size = padded(arena.buffer.alloc_size(self.tensor(id)), arena.align);
+        let offset = n.data.wrapping_sub(arena.base);
+        if self.models[n.backend as usize].free(offset, size).is_none() {
+            fatal(func, &format!("the compute buffer of '{}' has too many free blocks (ggml-alloc's limit is 256)", arena.buffer.backend().map_or_else(String::new, |b| b.name_lossy())));
         }
         self.steps.push(Step::Free { id });
     }
 }
 
-/// `ggml_op_can_inplace`.
+/// `ggml_op_can_inplace`, as a bit set of ops.
+const IN_PLACE: u64 = {
+    let mut m = 0u64;
+    let ops = crate::ggml::WSP_GGML_OPS_IN_PLACE;
+    let mut k = 0;
+    while k < ops.len() {
+        m |= 1 << ops[k];
+        k += 1;
+    }
+    m
+};
+
+#[inline]
 fn can_inplace(op: core::ffi::c_int) -> bool {
-    crate::ggml::WSP_GGML_OPS_IN_PLACE.contains(&op)
+    (op as u32) < 64 && IN_PLACE >> op & 1 != 0
 }

@@ -563,25 +563,30 @@ impl State {
     /// then its nodes, with their sources as ggml-alloc would see them
     /// (redirected to the copies).
     fn build_order(&mut self) {
-        let mut srcs = self.srcs.clone();
-        for p in &self.patches {
-            srcs[p.k as usize] = self.copy_of[p.copy as usize].slot;
-        }
         let order = &mut self.order;
         order.clear();
+        // the nodes' sources in place (redirected where patched), then the copies'
+        order.srcs.extend_from_slice(&self.srcs);
+        for p in &self.patches {
+            order.srcs[p.k as usize] = self.copy_of[p.copy as usize].slot;
+        }
         for split in &self.splits {
             for &(slot, copy) in &self.inputs[split.inputs.clone()] {
                 // the copy's sources (see assign::refresh_copy): the input's
                 // memory's owner, if a view, then the input
-                let owner = self.table.tensor(slot).view_src().and_then(|v| self.table.find(v.as_ptr()));
-                order.push(self.copy_of[copy as usize].slot, owner.into_iter().chain([slot]));
+                let start = order.srcs.len() as u32;
+                if let Some(owner) = self.table.tensor(slot).view_src().and_then(|v| self.table.find(v.as_ptr())) {
+                    order.srcs.push(owner);
+                }
+                order.srcs.push(slot);
+                order.entries.push((self.copy_of[copy as usize].slot, start, order.srcs.len() as u32));
             }
-            let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end as usize };
-            for n in &self.nodes[split.i_start..split.i_end] {
-                let e = n.srcs_end as usize;
-                order.push(n.slot, srcs[s..e].iter().copied());
-                s = e;
-            }
+            let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end };
+            order.entries.extend(self.nodes[split.i_start..split.i_end].iter().map(|n| {
+                let e = (n.slot, s, n.srcs_end);
+                s = n.srcs_end;
+                e
+            }));
         }
     }
 
