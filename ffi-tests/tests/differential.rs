@@ -100,3 +100,8 @@ fn sched_source_outside_the_lists_changes_its_view_source() {
 fn sched_remeasure_and_view_only_graphs() {
     differential("sched_remeasure.c", TB, &[]);
 }
+
+#[test]
+fn sched_places_every_tensor_where_ggml_alloc_does() {
+    differential("sched_placement.c", &[], &[]);
+}
