@@ -6,9 +6,11 @@ use core::ffi::{c_char, c_int, c_void};
 use std::collections::HashMap;
 
 use super::assign::Planner;
+use super::galloc::{Arena, Galloc, TooSmall};
 use super::table::NO_BACKEND;
 use super::{Rule, State};
 use crate::backend::BackendRef;
+use crate::buffer::BufferRef;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, zeroed_tensor, GraphRef, WSP_GGML_OP_VIEW};
 use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_i, wsp_ggml_backend_i};
 
@@ -368,4 +370,111 @@ fn an_in_place_node_follows_memory_that_pass3_places() {
     assert_eq!(assigned(&st, n1).0, 1);
     assert_eq!(assigned(&st, a), (1, Rule::FromConsumer));
     assert_eq!(assigned(&st, n2), (1, Rule::FollowsMemory));
+}
+
+// --- the allocation (galloc.rs) over the passes' result ---------------------
+
+/// A compute buffer whose base is its context (never dereferenced).
+extern "C" fn fake_base(b: *mut wsp_ggml_backend_buffer) -> *mut c_void {
+    // SAFETY: the tests' own buffers.
+    unsafe { (*b).context }
+}
+
+/// One compute buffer per backend of `w`, `size` bytes each, at fake bases
+/// (0x10000 apart), aligned to 16; and the arenas over them, empty.
+#[allow(clippy::vec_box)]
+fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Vec<Arena>) {
+    let mut bufs = Vec::new();
+    for (i, b) in w.backends.iter_mut().enumerate() {
+        // SAFETY: an all-zero interface is all-None function pointers.
+        let mut iface: wsp_ggml_backend_buffer_i = unsafe { core::mem::zeroed() };
+        iface.get_base = Some(fake_base);
+        let base = 0x10000 * (i + 1);
+        bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: &mut **b, context: base as *mut c_void, size }));
+    }
+    let arenas = bufs
+        .iter_mut()
+        .map(|b| {
+            let base = b.context as usize;
+            Arena { buffer: BufferRef::new(&mut **b).unwrap(), base, align: 16, measure: false, free: vec![(0, size)] }
+        })
+        .collect();
+    (bufs, arenas)
+}
+
+fn data(t: *mut wsp_ggml_tensor) -> usize {
+    // SAFETY: the tests' own tensors.
+    unsafe { (*t).data as usize }
+}
+
+fn view_src(t: *mut wsp_ggml_tensor) -> *mut wsp_ggml_tensor {
+    // SAFETY: as above.
+    unsafe { (*t).view_src }
+}
+
+/// A chain on one backend: an in-place candidate with one consumer is
+/// computed in its source's memory, memory whose last reader is done is
+/// freed and handed out again (best fit), and the plan touches nothing
+/// until applied.
+#[test]
+fn allocation_computes_in_place_frees_and_reuses_memory() {
+    let mut w = World::with_backends(&[c"A"]);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]); // 32 bytes at 0
+    let n1 = w.node(OP_ADD, 8, &[n0, wa]); // in place in n0
+    let n2 = w.node(OP_MUL_MAT, 8, &[n1, wa]); // not in place: 32 bytes at 32
+    let n3 = w.node(OP_MUL_MAT, 8, &[n2, wa]); // n0's memory is free again: at 0
+    let st = plan(&mut w, &HashMap::new());
+    let (_bufs, arenas) = compute_buffers(&mut w, 1024);
+    let mut g = Galloc::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
+    assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
+    assert_eq!(g.max, vec![64]);
+    g.apply(&arenas);
+    let base = arenas[0].base;
+    assert_eq!((data(n0), data(n1), data(n2), data(n3)), (base, base, base + 32, base));
+    assert_eq!(view_src(n1), n0, "computed in place: a view of its source");
+    assert!(view_src(n2).is_null() && view_src(n3).is_null());
+    // SAFETY: our own tensors.
+    assert_eq!(unsafe { (*n0).buffer }, arenas[0].buffer.as_ptr());
+    assert_eq!(unsafe { (*wa).data } as usize, 0x1000, "memory that is not the buffer's is never touched");
+}
+
+/// A buffer too small for the plan: the plan says which, and places
+/// nothing; an endless one says how much it needs.
+#[test]
+fn allocation_reports_a_buffer_too_small_before_placing_anything() {
+    let mut w = World::with_backends(&[c"A"]);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_MUL_MAT, 8, &[wa, wa]);
+    let n1 = w.node(OP_MUL_MAT, 8, &[n0, wa]);
+    let st = plan(&mut w, &HashMap::new());
+    let (_bufs, arenas) = compute_buffers(&mut w, 48);
+    let mut g = Galloc::default();
+    assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, "test"), Err(TooSmall(0))));
+    assert_eq!((data(n0), data(n1)), (0, 0));
+    assert!(g.plan(&st.table, &st.order, &arenas, false, "test").is_ok());
+    assert_eq!(g.max, vec![64]);
+}
+
+/// A view of a tensor the plan allocates is placed in its memory, at its
+/// offset; the caller's allocations at the start of a buffer stay.
+#[test]
+fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
+    let mut w = World::with_backends(&[c"A"]);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_MUL_MAT, 8, &[wa, wa]);
+    let v = w.view(n0, 4);
+    // SAFETY: our own tensor.
+    unsafe { (*v).view_offs = 16 };
+    let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
+    let st = plan(&mut w, &HashMap::new());
+    let (_bufs, mut arenas) = compute_buffers(&mut w, 1024);
+    arenas[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
+    let mut g = Galloc::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
+    g.apply(&arenas);
+    let base = arenas[0].base;
+    assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
+    assert_eq!(data(n2), base + 128);
 }
