@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{AllocFacts, Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
+use super::table::{AllocFacts, Attempt, Full, NodeFacts, Retry, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use std::collections::HashMap;
 
@@ -283,7 +283,8 @@ impl Planner<'_> {
         st.split_graphs.clear();
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
-        st.reuse.alloc.reserve_exact(graph.n_leafs() + graph.n_nodes());
+        st.reuse.alloc.reserve_exact(graph.n_leafs());
+        st.reuse.nodes.reserve_exact(graph.n_nodes());
 
         // (A NULL entry would put the splits' views of the node array out of
         // step with our node list.)
@@ -309,7 +310,7 @@ impl Planner<'_> {
                 None => NONE,
             };
             self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
-            self.st.reuse.alloc.push(AllocFacts::of(node));
+            self.st.reuse.nodes.push(NodeFacts::of(node));
         }
         self.st.srcs.shrink_to_fit();
         Ok(())

@@ -5,25 +5,23 @@
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
 //! exact, not a fingerprint:
-//! - the graph's leafs and nodes, in order, at the same addresses;
-//! - each node's sources (up to the first NULL), view source and whether it
-//!   is a view op; the view source of each leaf and of each other tensor
-//!   registered (a source or view source outside the graph's lists);
-//! - the location (backend of the buffer) of every registered tensor;
-//! - what ggml-alloc reads of every registered tensor (shape, strides, op,
-//!   view offset, data pointer: `AllocFacts`), which includes the
-//!   size the source rule compares, and decides how much memory ggml-alloc
-//!   needs: the split's fit in the compute buffers holds as well;
+//! - each node, as a whole record (`NodeFacts`): its address, its six source
+//!   slots, view source, buffer, and what the allocation reads (shape,
+//!   strides, type, op, view offset, data pointer: `AllocFacts`, which
+//!   includes the size the source rule compares);
+//! - each leaf, and each other tensor registered (a source or view source
+//!   outside the graph's lists): address, view source, location (backend of
+//!   its buffer) and `AllocFacts`;
 //! - every `supports_op` answer a decision used (asked again, in the same order);
 //! - the data of unassigned views and sources (the only other field a pass reads);
 //! - no `set_node_backend` assignment, now or for the split being reused.
 //!
 //! A reuse still redoes everything downstream: input copies are reset and
-//! renamed, graph sources patched again, and ggml-alloc allocates the graph
-//! as usual.
+//! renamed, graph sources patched again, and the tensors are placed again
+//! (galloc.rs), in buffers that may have changed since.
 
 use super::assign::{cpu_backends, next_supporting, refresh_copy, Locator, Planner};
-use super::table::{AllocFacts, SlotInfo, NO_BACKEND};
+use super::table::{AllocFacts, NodeFacts, SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};
 use crate::ggml::{wsp_ggml_tensor, GraphRef, TensorRef};
 
@@ -41,8 +39,10 @@ pub(super) struct Facts {
     /// or node), with their view source and allocation facts: checked on
     /// their own.
     pub unlisted: Vec<(u32, *mut wsp_ggml_tensor, AllocFacts)>,
-    /// Allocation facts of the leafs, then of the nodes, in graph order.
+    /// Allocation facts of the leafs, in graph order.
     pub alloc: Vec<AllocFacts>,
+    /// What the split read of each node, in graph order.
+    pub nodes: Vec<NodeFacts>,
 }
 
 impl Facts {
@@ -53,6 +53,7 @@ impl Facts {
         self.unassigned_views.clear();
         self.unlisted.clear();
         self.alloc.clear();
+        self.nodes.clear();
     }
 
     /// Forget the split and give the memory back.
@@ -74,8 +75,7 @@ impl Planner<'_> {
         let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(std::ptr::null_mut());
         let mut locator = Locator::default();
         let mut same_loc = |t: TensorRef, slot: u32| locator.locate(self.backends, t) == info[slot as usize].loc;
-        let (leaf_facts, node_facts) = st.reuse.alloc.split_at(st.leafs.len());
-        for ((&leaf, &[slot, vsrc]), facts) in leafs.iter().zip(&st.leafs).zip(leaf_facts) {
+        for ((&leaf, &[slot, vsrc]), facts) in leafs.iter().zip(&st.leafs).zip(&st.reuse.alloc) {
             let Some(leaf) = TensorRef::new(leaf).filter(|l| l.as_ptr() == key(slot)) else {
                 return false;
             };
@@ -87,25 +87,14 @@ impl Planner<'_> {
         let cpu = cpu_backends(self.backends);
         let ask = !cpu.iter().all(|&c| c);
         let mut moved = st.reuse.moved.iter();
-        let mut start = 0;
-        for ((&node, n), facts) in nodes.iter().zip(&st.nodes).zip(node_facts) {
-            let Some(node) = TensorRef::new(node).filter(|t| t.as_ptr() == key(n.slot)) else {
+        for ((&node, n), facts) in nodes.iter().zip(&st.nodes).zip(&st.reuse.nodes) {
+            // (its address, sources, view source, buffer, op...: its facts)
+            let Some(node) = TensorRef::new(node).filter(|&t| facts.hold_for(t)) else {
                 return false;
             };
-            let t = node.get();
-            let end = n.srcs_end as usize;
-            let srcs = &st.srcs[start..end];
-            // (whether it is a view op is in its facts: the op)
-            if t.view_src != key(n.vsrc)
-                || srcs.iter().zip(&t.src).any(|(&s, &p)| p != key(s))
-                || t.src.get(srcs.len()).is_some_and(|p| !p.is_null())
-                || !same_loc(node, n.slot)
-                || !facts.hold_for(node)
-                || (ask && !info[n.slot as usize].has(SlotInfo::VIEW_OP) && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu))
-            {
+            if ask && !info[n.slot as usize].has(SlotInfo::VIEW_OP) && !self.same_support(node, info[n.slot as usize], &mut moved, &cpu) {
                 return false;
             }
-            start = end;
         }
         // Sources and view sources that are neither leafs nor nodes (input
         // copies are not among them: they are ours, allocated by every compute).

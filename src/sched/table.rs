@@ -105,6 +105,39 @@ impl AllocFacts {
     }
 }
 
+/// What a reuse compares of a graph node: everything the passes and the
+/// allocation read of it, as it was when the split was made (its address,
+/// its sources up to the last slot, its view source and buffer, and its
+/// [`AllocFacts`]). The passes read nothing else of a node but the answers
+/// of `supports_op` (asked again by reuse.rs). Compared without branches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct NodeFacts {
+    alloc: AllocFacts,
+    words: [usize; 9],
+}
+
+impl NodeFacts {
+    #[inline]
+    fn words_of(t: TensorRef) -> [usize; 9] {
+        let g = t.get();
+        let s = g.src;
+        [t.as_ptr() as usize, s[0] as usize, s[1] as usize, s[2] as usize, s[3] as usize, s[4] as usize, s[5] as usize, g.view_src as usize, g.buffer as usize]
+    }
+
+    #[inline]
+    pub fn of(t: TensorRef) -> NodeFacts {
+        NodeFacts { alloc: AllocFacts::of(t), words: Self::words_of(t) }
+    }
+
+    /// `NodeFacts::of(t) == *self`, without branches.
+    #[inline]
+    pub fn hold_for(&self, t: TensorRef) -> bool {
+        let now = Self::words_of(t);
+        let d = now.iter().zip(&self.words).fold(0usize, |d, (a, b)| d | (a ^ b));
+        d == 0 && self.alloc.hold_for(t)
+    }
+}
+
 /// The table ran out of room for this graph; the caller starts over with a
 /// larger one (slots are ids, so the table cannot grow in place).
 #[derive(Debug)]
