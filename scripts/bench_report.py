@@ -112,8 +112,8 @@ def sched_table(lines, targets, cg):
                     targets["own"] = c["ratio_own"]
     if cg_rows:
         lines.append("")
-        lines.append("Instructions per `sched_graph_compute` (callgrind, `scripts/callgrind`); *own* = without the C code both "
-                     "builds share (ggml-alloc's graph allocation and the backends' graph_compute, i.e. ggml.c):")
+        lines.append("Instructions per `sched_graph_compute` (callgrind, `scripts/callgrind`); *own* = without the graph "
+                     "allocation (ggml-alloc's in the original, galloc.rs's in ours) and the backends' graph_compute (ggml.c):")
         lines.append("")
         lines.append("| backends | nodes | ours | original | ratio | ours own | original own | own ratio | ours Ir/node | original Ir/node | ours own Ir/node | original own Ir/node |")
         lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -126,6 +126,37 @@ def sched_table(lines, targets, cg):
             per = [(n, c["ours_total"] / n) for (b, n), c in sorted(cg_rows.items()) if b == nb]
             if len(per) >= 2:
                 targets.setdefault("linear", []).append((nb, per[0], per[-1]))
+
+
+def vary_table(lines, targets, cgv):
+    """The vary family: every compute's graph differs from the previous one (a fresh split each time)."""
+    group = "sched_compute_vary_2b"
+    ns = sorted({int(p) for p in params(group, "ours")})
+    if ns:
+        lines.append("| backends | nodes | ours | original | ratio | ours ns/node | original ns/node |")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for n in ns:
+            o, r = median_ns(group, "ours", n), median_ns(group, "ref", n)
+            lines.append(f"| 2 | {n} | {fmt_t(o)} | {fmt_t(r)} | {fmt_r(ratio(o, r))} | {o / n:.0f} | {r / n:.0f} |")
+            if n == 4096:
+                targets["vary_time"] = ratio(o, r)
+        lines.append("")
+    rows = sorted((cgv or {}).get("rows", []), key=lambda c: (c["n_backends"], c["n_nodes"]))
+    if rows:
+        lines.append("Instructions per compute (`scripts/callgrind --family vary`; *own* as above):")
+        lines.append("")
+        lines.append("| backends | nodes | ours | original | ratio | ours own | original own | own ratio | ours Ir/node | original Ir/node |")
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in rows:
+            n = c["n_nodes"]
+            lines.append(f"| {c['n_backends']} | {n} | {c['ours_total']:,} | {c['ref_total']:,} | {c['ratio_total']:.3f} | {c['ours_own']:,} | "
+                         f"{c['ref_own']:,} | {c['ratio_own']:.3f} | {c['ours_total'] / n:.0f} | {c['ref_total'] / n:.0f} |")
+            if n == 4096 and c["n_backends"] == 2:
+                targets["vary_ir"] = c["ratio_total"]
+                targets["vary_own"] = c["ratio_own"]
+        per = [(c["n_nodes"], c["ours_total"] / c["n_nodes"]) for c in rows if c["n_backends"] == 2]
+        if len(per) >= 2:
+            targets["vary_linear"] = (per[0], per[-1])
 
 
 def breakdown_tables(lines, cg, top=12):
@@ -343,6 +374,14 @@ def targets_table(lines, t):
                      f"{ok(abs(last[1] / first[1] - 1) <= 0.25)} |")
     if t.get("sched_paired") is not None:
         row("… time, interleaved (`paired sched`, median of per-round ratios)", "≤ 0.5", t.get("sched_paired"), lambda v: v <= 0.5)
+    row("vary family, 2 backends, 4096 nodes: instructions ours/original", "≤ 0.55", t.get("vary_ir"), lambda v: v <= 0.55)
+    row("… own share (instructions) ours/original", "≤ 0.2", t.get("vary_own"), lambda v: v <= 0.2)
+    if t.get("vary_time") is not None:
+        row("… time ours/original (criterion medians)", "informational", t.get("vary_time"), lambda v: True)
+    if t.get("vary_linear"):
+        first, last = t["vary_linear"]
+        lines.append(f"| … cost linear in nodes: instructions per node, ours | flat | {first[1]:.0f} at {first[0]} → {last[1]:.0f} at {last[0]} | "
+                     f"{ok(abs(last[1] / first[1] - 1) <= 0.25)} |")
     row("sched_new + init_measure + free, 2048 nodes: time ours/original", "≤ 0.5", t.get("life_time"), lambda v: v <= 0.5)
     if t.get("life_paired") is not None:
         row("… interleaved (`paired cycle`, median of per-round ratios)", "≤ 0.5", t.get("life_paired"), lambda v: v <= 0.5)
@@ -371,6 +410,7 @@ def main():
     mem = load_lines(os.path.join(OUT, "sched_mem.json"))
     paired = load_lines(os.path.join(OUT, "paired.json"))
     cg = load_json(os.path.join(OUT, "callgrind.json"))
+    cgv = load_json(os.path.join(OUT, "callgrind_vary.json"))
     t = {}
     L = []
     if os.path.exists(os.path.join(OUT, "machine.txt")):
@@ -381,6 +421,10 @@ def main():
     L.append("")
     sched_table(L, t, cg)
     breakdown_tables(L, cg)
+    L.append("")
+    L.append("### 1b. The same with a new graph every compute (\"vary\" family: a fresh split each time)")
+    L.append("")
+    vary_table(L, t, cgv)
     L.append("")
     L.append("### 2. `sched_new` + `init_measure` + `sched_free` (2 backends; median per lifetime) and scheduler memory")
     L.append("")

@@ -2,8 +2,9 @@
 """Plot of scheduler overhead against node count, ours vs the original.
 
 Left: median time of one `sched_graph_compute` (criterion, benchmark 1) for 2
-and 3 backends, log-log. Right: instructions per node (callgrind,
-scripts/callgrind), whole call and own share; a flat line is linear cost.
+and 3 backends, and for the "vary" family (a new graph every compute), log-log.
+Right: instructions per node (callgrind, scripts/callgrind), whole call and own
+share, same graph and vary family; a flat line is linear cost.
 Writes benches/sched_overhead.png (or the path given). Needs matplotlib
 (scripts/bench installs it into target/bench/venv).
 
@@ -44,6 +45,10 @@ def main():
             if pts:
                 any_pts = True
                 ax1.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], ls, marker=mk, label=f"{label[impl]}, {nb} backends", **style[impl])
+    for impl in ("ours", "ref"):
+        pts = series("sched_compute_vary_2b", impl)
+        if pts:
+            ax1.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], ":", marker="^", label=f"{label[impl]}, 2 backends, new graph each time", **style[impl])
     if not any_pts:
         sys.exit("no criterion results for sched_compute_*: run scripts/bench first")
     ax1.set_xscale("log", base=2)
@@ -63,6 +68,13 @@ def main():
         for impl in ("ours", "ref"):
             ax2.plot(n, [r[f"{impl}_total"] / r["n_nodes"] for r in rows], "-", marker="o", label=f"{label[impl]}: whole call", **style[impl])
             ax2.plot(n, [r[f"{impl}_own"] / r["n_nodes"] for r in rows], ":", marker="^", label=f"{label[impl]}: own share", **style[impl])
+        vary_path = os.path.join(ROOT, "target", "bench", "callgrind_vary.json")
+        if os.path.exists(vary_path):
+            with open(vary_path) as f:
+                vrows = sorted((r for r in json.load(f)["rows"] if r["n_backends"] == 2), key=lambda r: r["n_nodes"])
+            vn = [r["n_nodes"] for r in vrows]
+            for impl in ("ours", "ref"):
+                ax2.plot(vn, [r[f"{impl}_total"] / r["n_nodes"] for r in vrows], "--", marker="s", label=f"{label[impl]}: whole call, new graph each time", **style[impl])
         ax2.set_xscale("log", base=2)
         ax2.set_ylim(bottom=0)
         ax2.set_xlabel("graph nodes (2 backends)")
