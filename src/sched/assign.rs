@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{AllocFacts, Attempt, Full, NodeFacts, Retry, SlotInfo, FOREIGN, NO_BACKEND};
+use super::table::{Attempt, Full, Retry, SlotInfo, TensorRec, FOREIGN, NO_BACKEND};
 use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ impl Planner<'_> {
         let loc = locate(self.backends, t);
         self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
-            self.st.reuse.unlisted.push((slot, t.get().view_src, AllocFacts::of(t)));
+            self.st.reuse.unlisted.push((slot, TensorRec::of(t)));
         }
     }
 
@@ -157,7 +157,7 @@ impl Planner<'_> {
         None
     }
 
-    /// Size of tensor `slot` (a reuse checks what decides it: AllocFacts).
+    /// Size of tensor `slot` (a reuse checks what decides it: TensorRec).
     fn nbytes(&self, slot: u32) -> usize {
         self.tensor(slot).nbytes()
     }
@@ -283,7 +283,7 @@ impl Planner<'_> {
         st.split_graphs.clear();
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
-        st.reuse.alloc.reserve_exact(graph.n_leafs());
+        st.reuse.leafs.reserve_exact(graph.n_leafs());
         st.reuse.nodes.reserve_exact(graph.n_nodes());
 
         // (A NULL entry would put the splits' views of the node array out of
@@ -296,7 +296,7 @@ impl Planner<'_> {
                 None => NONE,
             };
             self.st.leafs.push([slot, vsrc]);
-            self.st.reuse.alloc.push(AllocFacts::of(leaf));
+            self.st.reuse.leafs.push(TensorRec::of(leaf));
         }
         for (i, &node) in graph.node_ptrs().iter().enumerate() {
             let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
@@ -310,7 +310,7 @@ impl Planner<'_> {
                 None => NONE,
             };
             self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
-            self.st.reuse.nodes.push(NodeFacts::of(node));
+            self.st.reuse.nodes.push(TensorRec::of(node));
         }
         self.st.srcs.shrink_to_fit();
         Ok(())
@@ -671,7 +671,6 @@ impl Planner<'_> {
                 ),
             );
         }
-        self.st.reuse.unassigned_views.push(info.slot);
     }
 
     /// Point node `i`'s sources that are not on `cur` (its split's backend)
@@ -703,7 +702,6 @@ impl Planner<'_> {
                         ),
                     );
                 }
-                self.st.reuse.unassigned_views.push(sid);
             }
             let copy = self.copy_for(sid, cur);
             let of = &mut self.st.copy_of[copy as usize];
@@ -807,30 +805,3 @@ fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
     backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u16)
 }
 
-/// [`locate`] for many tensors in a row: a buffer or two hold most of a
-/// graph's tensors, so the last buffer's answer is remembered.
-#[derive(Clone, Copy)]
-pub(super) struct Locator {
-    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
-    loc: u16,
-}
-
-impl Default for Locator {
-    fn default() -> Self {
-        Locator { buffer: std::ptr::null_mut(), loc: NO_BACKEND }
-    }
-}
-
-impl Locator {
-    #[inline]
-    pub(super) fn locate(&mut self, backends: &[BackendRef], t: TensorRef) -> u16 {
-        let buffer = t.buffer();
-        if buffer.is_null() {
-            return NO_BACKEND;
-        }
-        if buffer != self.buffer {
-            *self = Locator { buffer, loc: locate(backends, t) };
-        }
-        self.loc
-    }
-}

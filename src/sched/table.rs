@@ -66,75 +66,53 @@ impl SlotInfo {
     }
 }
 
-/// What ggml-alloc reads of a tensor besides its place in the graph: its
-/// shape and strides (sizes, and "same layout" for computing in place), its
-/// op (whether it can be computed in place), its view offset and its data
-/// pointer (whether it has memory, and where: ggml-alloc frees the tensors
-/// of its own buffer, and the holes they leave decide later placements).
-/// They decide how much memory a split needs, so a reused split (whose fit
-/// in the compute buffers was checked) must find them unchanged. A
-/// backend's `get_alloc_size` is assumed to depend on nothing else.
+/// Everything a split reads of one tensor, as it was when the split was
+/// made: its address, its six source slots, view source, buffer (where its
+/// memory is), data pointer, view offset, shape, strides, type and op. The
+/// passes and the allocation read no other field of a tensor, except its
+/// name (for messages) and the answers of `supports_op` (asked again by a
+/// reuse). A reuse (reuse.rs) compares this record of every tensor the
+/// split registered, so nothing a pass or the allocation reads can change
+/// unseen: there is no list of checks to keep in step with the passes.
+/// Compared without branches (it runs for every tensor of every reuse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct AllocFacts {
-    ne: [i64; 4],
-    nb: [usize; 4],
-    view_offs: usize,
-    data: usize,
-    type_: i32,
-    op: i32,
-}
+pub(super) struct TensorRec([u64; 20]);
 
-impl AllocFacts {
+impl TensorRec {
     #[inline]
-    pub fn of(t: TensorRef) -> AllocFacts {
+    pub fn of(t: TensorRef) -> TensorRec {
         let g = t.get();
-        AllocFacts { ne: g.ne, nb: g.nb, view_offs: g.view_offs, data: g.data as usize, type_: g.type_, op: g.op }
+        let p = |x: *mut crate::ggml::wsp_ggml_tensor| x as usize as u64;
+        let s = &g.src;
+        TensorRec([
+            p(t.as_ptr()),
+            p(s[0]),
+            p(s[1]),
+            p(s[2]),
+            p(s[3]),
+            p(s[4]),
+            p(s[5]),
+            p(g.view_src),
+            g.buffer as usize as u64,
+            g.data as usize as u64,
+            g.view_offs as u64,
+            g.ne[0] as u64,
+            g.ne[1] as u64,
+            g.ne[2] as u64,
+            g.ne[3] as u64,
+            g.nb[0] as u64,
+            g.nb[1] as u64,
+            g.nb[2] as u64,
+            g.nb[3] as u64,
+            (g.type_ as u32 as u64) << 32 | g.op as u32 as u64,
+        ])
     }
 
-    /// `AllocFacts::of(t) == *self`, without branches or a call to memcmp
-    /// (it runs for every tensor of every reused split).
+    /// `TensorRec::of(t) == *self`.
     #[inline]
     pub fn hold_for(&self, t: TensorRef) -> bool {
-        let g = t.get();
-        let mut d = (g.view_offs ^ self.view_offs) as u64 | (g.data as usize ^ self.data) as u64;
-        for i in 0..4 {
-            d |= (g.ne[i] ^ self.ne[i]) as u64 | (g.nb[i] ^ self.nb[i]) as u64;
-        }
-        d |= ((g.type_ ^ self.type_) | (g.op ^ self.op)) as u32 as u64;
-        d == 0
-    }
-}
-
-/// What a reuse compares of a graph node: everything the passes and the
-/// allocation read of it, as it was when the split was made (its address,
-/// its sources up to the last slot, its view source and buffer, and its
-/// [`AllocFacts`]). The passes read nothing else of a node but the answers
-/// of `supports_op` (asked again by reuse.rs). Compared without branches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct NodeFacts {
-    alloc: AllocFacts,
-    words: [usize; 9],
-}
-
-impl NodeFacts {
-    #[inline]
-    fn words_of(t: TensorRef) -> [usize; 9] {
-        let g = t.get();
-        let s = g.src;
-        [t.as_ptr() as usize, s[0] as usize, s[1] as usize, s[2] as usize, s[3] as usize, s[4] as usize, s[5] as usize, g.view_src as usize, g.buffer as usize]
-    }
-
-    #[inline]
-    pub fn of(t: TensorRef) -> NodeFacts {
-        NodeFacts { alloc: AllocFacts::of(t), words: Self::words_of(t) }
-    }
-
-    /// `NodeFacts::of(t) == *self`, without branches.
-    #[inline]
-    pub fn hold_for(&self, t: TensorRef) -> bool {
-        let now = Self::words_of(t);
-        let d = now.iter().zip(&self.words).fold(0usize, |d, (a, b)| d | (a ^ b));
-        d == 0 && self.alloc.hold_for(t)
+        let now = TensorRec::of(t);
+        now.0.iter().zip(&self.0).fold(0, |d, (a, b)| d | (a ^ b)) == 0
     }
 }
 
