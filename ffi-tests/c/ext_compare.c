@@ -270,7 +270,7 @@ static void part_compare(struct env * e, const struct eu_ref * ref) {
             exact = false;
         }
     }
-    printf("~ compare: %d calls, %d flagged, xb corrupted %ld nodes\n", s.n_calls, n_flagged, xb_stats(bad)->n_corrupted);
+    printf("~ compare: %d calls, %d flagged, xb corrupted %ld nodes\n", s.n_calls, n_flagged, test_backend_stats(bad)->corrupted);
     EU_EXPECT("compare_calls_every_non_view_node_in_order", calls_cover(&s, e->g->n_nodes - 1) && s.n_bad_args == 0,
               "%d calls, %d with wrong arguments", s.n_calls, s.n_bad_args);
     EU_EXPECT("compare_flags_exactly_gelu", exact && n_flagged == n_gelu, "%d flagged, %d GELU nodes", n_flagged, n_gelu);

@@ -206,16 +206,15 @@ static void part_supports_moves(void) {
     // the input lives on FIT_X: with everything supported, all runs there
     wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[0], 3);
     size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[1]);
-    struct xb_ctx * c = xb_stats(e.b[0]);
-    c->n_rejected = 2;
-    c->rejected[0] = WSP_GGML_OP_MUL_MAT;
-    c->rejected[1] = WSP_GGML_OP_CONT;
+    struct test_backend_stats * c = test_backend_stats(e.b[0]);
+    static const int rejected[] = { WSP_GGML_OP_MUL_MAT, WSP_GGML_OP_CONT };
+    test_backend_set_rejected(e.b[0], rejected, 2);
     struct ref r = ref_compute(&e, 3);
     struct built b = sched_graph(&e, sched, e.b[0], 3, true);
     wsp_ggml_backend_sched_graph_compute(sched, b.g);
     size_t after = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[1]);
-    EU_EXPECT("fits_supports_moves", su_same(b.out, r.out) && c->n_rejected_computed == 0 && on_own_memory(sched, b.g),
-              "output differs, or %ld rejected nodes computed", c->n_rejected_computed);
+    EU_EXPECT("fits_supports_moves", su_same(b.out, r.out) && c->rejected_computed == 0 && on_own_memory(sched, b.g),
+              "output differs, or %ld rejected nodes computed", c->rejected_computed);
     EU_EXPECT("fits_supports_moves_grew", after > before, "cpu buffer %zu -> %zu", before, after);
     wsp_ggml_free(b.ctx);
     wsp_ggml_free(r.ctx);
@@ -345,7 +344,7 @@ static void part_growth_fails(void) {
     env_init(&e, xb_new("FIT_G", NULL, -1, NULL), su_cpu_backend());
     wsp_ggml_backend_sched_t sched = measured_sched(&e, e.b[1], 3);
     size_t before = wsp_ggml_backend_sched_get_buffer_size(sched, e.b[0]);
-    xb_stats(e.b[0])->max_alloc = 1;
+    test_backend_set_max_alloc(e.b[0], 1);
     struct ref r = ref_compute(&e, 3);
     struct built b = sched_graph(&e, sched, e.b[1], 3, true);
     for (int i = 0; i < b.g->n_nodes; i++) {

@@ -169,7 +169,7 @@ int main(int argc, char ** argv) {
         struct wsp_ggml_tensor * y = wsp_ggml_mul_mat(gctx, xw, xw);
         wsp_ggml_build_forward_expand(g, y);
         wsp_ggml_backend_sched_init_measure(s1, g);
-        xb_stats(xb)->max_alloc = 1;
+        test_backend_set_max_alloc(xb, 1);
         for (int i = 0; i < 8; i++) {
             y = wsp_ggml_mul_mat(gctx, xw, wsp_ggml_gelu(gctx, y));
         }

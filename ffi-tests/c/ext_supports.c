@@ -240,9 +240,9 @@ static void part_spy(const struct eu_ref * ref) {
     struct wsp_ggml_context * gctx;
     struct wsp_ggml_tensor * out;
     struct wsp_ggml_cgraph * g = run(sched, s, &gctx, &out);
-    struct xb_ctx * c = xb_stats(xb);
-    EU_EXPECT("supports_spy_never_computes_rejected", c->n_rejected_computed == 0 && c->n_nodes_computed > 0,
-              "xb computed %ld rejected nodes (%ld nodes in all)", c->n_rejected_computed, c->n_nodes_computed);
+    struct test_backend_stats * c = test_backend_stats(xb);
+    EU_EXPECT("supports_spy_never_computes_rejected", c->rejected_computed == 0 && c->nodes_computed > 0,
+              "xb computed %ld rejected nodes (%ld nodes in all)", c->rejected_computed, c->nodes_computed);
     EU_EXPECT("supports_spy_results", su_same(out, ref->out) && eu_splits_consistent(sched, g), "wrong output or splits");
     wsp_ggml_free(gctx);
     spy_env_free(&e);
@@ -267,9 +267,9 @@ static void part_wrap(const struct eu_ref * ref) {
     CHECK(logits != NULL);
     wsp_ggml_backend_t lb = wsp_ggml_backend_sched_get_tensor_backend(sched, logits);
     wsp_ggml_backend_t ob = wsp_ggml_backend_sched_get_tensor_backend(sched, out);
-    EU_EXPECT("supports_wraps_to_earlier_backend", lb == b && ob == a && xb_stats(b)->n_rejected_computed == 0,
+    EU_EXPECT("supports_wraps_to_earlier_backend", lb == b && ob == a && test_backend_stats(b)->rejected_computed == 0,
               "logits on %s (expected WB), soft_max on %s (expected WA), rejected computed %ld", eu_bname(lb), eu_bname(ob),
-              xb_stats(b)->n_rejected_computed);
+              test_backend_stats(b)->rejected_computed);
     EU_EXPECT("supports_wrap_results", su_same(out, ref->out) && eu_splits_consistent(sched, g), "wrong output or splits");
     wsp_ggml_free(gctx);
     wsp_ggml_backend_sched_free(sched);
@@ -365,20 +365,18 @@ static void part_answers_change(const struct eu_ref * ref) {
         snap[i] = *g->nodes[i];
     }
     wsp_ggml_backend_sched_init_measure(sched, g);
-    struct xb_ctx * c = xb_stats(xb);
+    struct test_backend_stats * c = test_backend_stats(xb);
     bool ok[4];
     for (int step = 0; step < 4; step++) {
         // steps 0, 1: soft_max + norm rejected; 2: norm accepted; 3: rejected again
-        c->n_rejected = step == 2 ? 1 : 2;
-        c->rejected[0] = WSP_GGML_OP_SOFT_MAX;
-        c->rejected[1] = WSP_GGML_OP_NORM;
+        test_backend_set_rejected(xb, REJECT_SM_NORM, step == 2 ? 1 : 2);
         for (int i = 0; i < g->n_nodes; i++) {
             *g->nodes[i] = snap[i];
         }
         *g = gsnap;
         wsp_ggml_backend_sched_graph_compute(sched, g);
         bool norm_on_xb = step == 2;
-        ok[step] = su_same(out, ref->out) && c->n_rejected_computed == 0 && placed(sched, g, REJECT_SM, cpu, NULL)
+        ok[step] = su_same(out, ref->out) && c->rejected_computed == 0 && placed(sched, g, REJECT_SM, cpu, NULL)
                    && placed(sched, g, REJECT_NORM, norm_on_xb ? xb : cpu, NULL) && eu_splits_consistent(sched, g);
     }
     EU_EXPECT("supports_reused_split_same", ok[0] && ok[1], "steps 0/1: %d %d", ok[0], ok[1]);

@@ -372,8 +372,8 @@ int main(void) {
 
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
     const int rejected[] = { WSP_GGML_OP_SOFT_MAX, WSP_GGML_OP_GET_ROWS, -1 };
-    struct test_backend_options o1 = { "TGH", 32, true, false, true, rejected, 0 };
-    struct test_backend_options o2 = { "TGP", 128, false, true, false, NULL, 0 };
+    struct test_backend_options o1 = { "TGH", 32, true, false, true, rejected, 0, false, 0, NULL, 0 };
+    struct test_backend_options o2 = { "TGP", 128, false, true, false, NULL, 0, false, 0, NULL, 0 };
     wsp_ggml_backend_t t1 = test_backend_new(&o1);
     wsp_ggml_backend_t t2 = test_backend_new(&o2);
 

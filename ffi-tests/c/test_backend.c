@@ -34,6 +34,10 @@ struct tb_context {
     bool has_buffer_hooks;
     int * rejected_ops;
     int n_rejected_ops;
+    bool corrupt;
+    int corrupt_unary;
+    wsp_ggml_backend_t delegate;
+    size_t max_alloc;
     struct test_backend_stats stats;
     int refs; // the backend itself + each live buffer
 };
@@ -46,10 +50,43 @@ struct tb_buffer {
 };
 
 static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g);
+static bool tb_rejects(const struct tb_context * ctx, const struct wsp_ggml_tensor * op);
+
+// Non-view nodes of `g` that this backend's supports_op rejects: a scheduler
+// must never give it those.
+static void tb_count_rejected(struct tb_context * ctx, const struct wsp_ggml_cgraph * g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct wsp_ggml_tensor * n = g->nodes[i];
+        bool view = n->op == WSP_GGML_OP_RESHAPE || n->op == WSP_GGML_OP_VIEW || n->op == WSP_GGML_OP_PERMUTE || n->op == WSP_GGML_OP_TRANSPOSE;
+        if (!view && tb_rejects(ctx, n)) {
+            ctx->stats.rejected_computed++;
+        }
+    }
+}
+
+// The deliberately wrong backend: flip a high mantissa bit of every element
+// of each node of the chosen unary op.
+static void tb_corrupt(struct tb_context * ctx, const struct wsp_ggml_cgraph * g) {
+    if (!ctx->corrupt) {
+        return;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct wsp_ggml_tensor * n = g->nodes[i];
+        if (n->op == WSP_GGML_OP_UNARY && (int)wsp_ggml_get_unary_op(n) == ctx->corrupt_unary) {
+            TB_CHECK(n->type == WSP_GGML_TYPE_F32 && wsp_ggml_is_contiguous(n));
+            uint32_t * u = (uint32_t *)n->data;
+            for (int64_t k = 0; k < wsp_ggml_nelements(n); k++) {
+                u[k] ^= 0x00400000u;
+            }
+            ctx->stats.corrupted++;
+        }
+    }
+}
 
 struct tb_plan {
     struct wsp_ggml_cplan cplan;
     struct wsp_ggml_cgraph graph;
+    wsp_ggml_backend_graph_plan_t inner; // the delegate's plan, if any
 };
 
 // updated atomically: schedulers on several threads allocate and free buffers
@@ -144,6 +181,9 @@ static void tb_free(wsp_ggml_backend_t backend) {
 static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, size_t size) {
     struct tb_context * ctx = tb_ctx(backend);
     ctx->stats.calls[TB_ALLOC_BUFFER]++;
+    if (ctx->max_alloc != 0 && size > ctx->max_alloc) {
+        return NULL; // out of (device) memory
+    }
 
     struct tb_buffer * b = (struct tb_buffer *)malloc(sizeof(*b));
     TB_CHECK(b != NULL);
@@ -231,6 +271,12 @@ static wsp_ggml_backend_graph_plan_t tb_graph_plan_create(wsp_ggml_backend_t bac
     struct tb_plan * plan = (struct tb_plan *)malloc(sizeof(*plan));
     TB_CHECK(plan != NULL);
     plan->graph = *cgraph;
+    plan->inner = NULL;
+    memset(&plan->cplan, 0, sizeof(plan->cplan));
+    if (ctx->delegate != NULL) {
+        plan->inner = wsp_ggml_backend_graph_plan_create(ctx->delegate, cgraph);
+        return plan;
+    }
     plan->cplan = wsp_ggml_graph_plan(cgraph, 1);
     plan->cplan.work_data = NULL;
     if (plan->cplan.work_size > 0) {
@@ -245,6 +291,9 @@ static void tb_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backend_grap
     ctx->stats.calls[TB_GRAPH_PLAN_FREE]++;
     struct tb_plan * p = (struct tb_plan *)plan;
     TB_CHECK(p != NULL);
+    if (p->inner != NULL) {
+        wsp_ggml_backend_graph_plan_free(ctx->delegate, p->inner);
+    }
     free(p->cplan.work_data);
     free(p);
 }
@@ -255,7 +304,13 @@ static void tb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_g
     struct tb_plan * p = (struct tb_plan *)plan;
     TB_CHECK(p != NULL);
     tb_log_graph(ctx, &p->graph);
-    wsp_ggml_graph_compute(&p->graph, &p->cplan);
+    tb_count_rejected(ctx, &p->graph);
+    if (p->inner != NULL) {
+        wsp_ggml_backend_graph_plan_compute(ctx->delegate, p->inner);
+    } else {
+        wsp_ggml_graph_compute(&p->graph, &p->cplan);
+    }
+    tb_corrupt(ctx, &p->graph);
     ctx->stats.nodes_computed += p->graph.n_nodes;
 }
 
@@ -282,6 +337,14 @@ static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cg
 static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
     struct tb_context * ctx = tb_ctx(backend);
     ctx->stats.calls[TB_GRAPH_COMPUTE]++;
+    tb_count_rejected(ctx, cgraph);
+    if (ctx->delegate != NULL) {
+        tb_log_graph(ctx, cgraph);
+        wsp_ggml_backend_graph_compute(ctx->delegate, cgraph);
+        tb_corrupt(ctx, cgraph);
+        ctx->stats.nodes_computed += cgraph->n_nodes;
+        return;
+    }
     struct wsp_ggml_cplan cplan = wsp_ggml_graph_plan(cgraph, 1);
     cplan.work_data = NULL;
     if (cplan.work_size > 0) {
@@ -291,18 +354,23 @@ static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph 
     tb_log_graph(ctx, cgraph);
     wsp_ggml_graph_compute(cgraph, &cplan);
     free(cplan.work_data);
+    tb_corrupt(ctx, cgraph);
     ctx->stats.nodes_computed += cgraph->n_nodes;
+}
+
+static bool tb_rejects(const struct tb_context * ctx, const struct wsp_ggml_tensor * op) {
+    for (int i = 0; i < ctx->n_rejected_ops; i++) {
+        if ((int)op->op == ctx->rejected_ops[i]) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static bool tb_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * op) {
     struct tb_context * ctx = tb_ctx(backend);
     ctx->stats.calls[TB_SUPPORTS_OP]++;
-    for (int i = 0; i < ctx->n_rejected_ops; i++) {
-        if ((int)op->op == ctx->rejected_ops[i]) {
-            return false;
-        }
-    }
-    return true;
+    return !tb_rejects(ctx, op);
 }
 
 // --- public functions ---------------------------------------------------------
@@ -321,6 +389,10 @@ wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts) {
     ctx->has_cpy_tensor_from = opts->has_cpy_tensor_from;
     ctx->has_cpy_tensor_to = opts->has_cpy_tensor_to;
     ctx->has_buffer_hooks = opts->has_buffer_hooks;
+    ctx->corrupt = opts->corrupt;
+    ctx->corrupt_unary = opts->corrupt_unary;
+    ctx->delegate = opts->delegate;
+    ctx->max_alloc = opts->max_alloc;
 
     int n = 0;
     if (opts->rejected_ops != NULL) {
@@ -364,6 +436,27 @@ bool test_backend_is(wsp_ggml_backend_t backend) {
     return backend != NULL && backend->iface.get_name == tb_get_name;
 }
 
+void test_backend_set_rejected(wsp_ggml_backend_t backend, const int * ops, int n) {
+    struct tb_context * ctx = tb_ctx(backend);
+    if (n < 0) {
+        n = 0;
+        while (ops != NULL && ops[n] != -1) {
+            n++;
+        }
+    }
+    free(ctx->rejected_ops);
+    ctx->rejected_ops = (int *)malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    TB_CHECK(ctx->rejected_ops != NULL);
+    for (int i = 0; i < n; i++) {
+        ctx->rejected_ops[i] = ops[i];
+    }
+    ctx->n_rejected_ops = n;
+}
+
+void test_backend_set_max_alloc(wsp_ggml_backend_t backend, size_t size) {
+    tb_ctx(backend)->max_alloc = size;
+}
+
 struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend) {
     return &tb_ctx(backend)->stats;
 }
@@ -401,6 +494,6 @@ void test_backend_print_stats(wsp_ggml_backend_t backend) {
     printf("~ %s get_alignment %ld\n",             n, s.calls[TB_GET_ALIGNMENT]);
     printf("~ %s supports_op %ld\n",               n, s.calls[TB_SUPPORTS_OP]);
     printf("~ %s get_base %ld\n",                  n, s.calls[TB_BUF_GET_BASE]);
-    // ours asks more: every new split is measured before it is allocated
+    // ours may ask more: a placement that does not fit is planned again
     printf("~ %s buf_get_alloc_size %ld\n",        n, s.calls[TB_BUF_GET_ALLOC_SIZE]);
 }

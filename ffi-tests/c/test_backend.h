@@ -1,8 +1,11 @@
-// A backend written in C against ggml-backend-impl.h, used by the differential
-// tests. It owns its memory (malloc), has its own name, counts every iface
-// call, and can be built without cpy_tensor_from / cpy_tensor_to or with a
-// supports_op that rejects some ops. It computes with ggml.c's CPU kernels on
-// its own host memory, so results are comparable bit for bit.
+// The C backend of the tests, written against ggml-backend-impl.h. It owns its
+// memory (malloc), has its own name, counts every iface call, and can be
+// built without cpy_tensor_from / cpy_tensor_to, with a supports_op that
+// rejects some ops (and counts the rejected nodes it is given all the same),
+// with a limit on the buffers it can allocate, or as a deliberately wrong
+// backend that corrupts the output of one unary op. It computes with ggml.c's
+// CPU kernels on its own host memory (or through a CPU backend it is given),
+// so results are comparable bit for bit.
 #pragma once
 
 #include "ggml-backend-impl.h"
@@ -34,6 +37,16 @@ struct test_backend_options {
     // ops (enum wsp_ggml_op values) that supports_op rejects; terminated by -1 or n_rejected_ops
     const int * rejected_ops;
     int n_rejected_ops;
+    // a deliberately wrong backend: after computing, flip a mantissa bit of
+    // every element of the nodes of this unary op (enum wsp_ggml_unary_op)
+    bool corrupt;
+    int corrupt_unary;
+    // compute through this backend (a CPU backend, not owned) instead of
+    // with ggml.c directly
+    wsp_ggml_backend_t delegate;
+    // alloc_buffer returns NULL above this size (0: no limit); also
+    // test_backend_set_max_alloc
+    size_t max_alloc;
 };
 
 struct test_backend_stats {
@@ -41,12 +54,20 @@ struct test_backend_stats {
     long bytes_set;           // bytes written by set_tensor_async
     long bytes_get;           // bytes read by get_tensor_async
     long nodes_computed;      // sum of n_nodes over graph_compute / plan_compute
+    long rejected_computed;   // non-view nodes computed although supports_op rejects them
+    long corrupted;           // nodes corrupted (see test_backend_options::corrupt)
 };
 
 // Create a test backend. Free it with wsp_ggml_backend_free.
 wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts);
 
 bool test_backend_is(wsp_ggml_backend_t backend);
+
+// Change the ops supports_op rejects (n of them; -1 terminated if n < 0).
+void test_backend_set_rejected(wsp_ggml_backend_t backend, const int * ops, int n);
+
+// alloc_buffer returns NULL above `size` bytes from now on (0: no limit).
+void test_backend_set_max_alloc(wsp_ggml_backend_t backend, size_t size);
 
 // Counters of this backend (live pointer, valid until the backend is freed).
 struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend);
