@@ -312,7 +312,11 @@ impl Planner<'_> {
             self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
             self.st.reuse.nodes.push(TensorRec::of(node));
         }
-        self.st.srcs.shrink_to_fit();
+        // (memory held: only a capacity far above the need is given back,
+        // not one that the next graph refills)
+        if self.st.srcs.capacity() > 2 * self.st.srcs.len() + 64 {
+            self.st.srcs.shrink_to_fit();
+        }
         Ok(())
     }
 

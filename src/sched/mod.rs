@@ -12,7 +12,9 @@
 //! - misuse aborts with a message naming the function and argument.
 //! - the graph's `src` pointers, redirected to the input copies during the
 //!   compute (as ggml-alloc needs), are restored afterwards;
-//! - an unchanged graph reuses the last split (checked exactly, reuse.rs).
+//! - an unchanged graph reuses the last split (checked exactly, reuse.rs);
+//! - the tensors are placed by the scheduler itself, as ggml-alloc would
+//!   place them, planned before anything is touched (galloc.rs).
 
 mod assign;
 mod fit;
@@ -114,9 +116,32 @@ struct Patch {
     copy: u32,
 }
 
-/// Per-compute tables, indexed by table slot (or node index). Kept between
-/// computes: when the next graph is the same (checked field by field, see
-/// reuse.rs) the split is reused instead of computed again.
+/// One split of one graph, in three stages:
+/// - **snapshot** (`Planner::index_graph`): every tensor the passes or the
+///   allocation touch gets a table slot, with what the passes read of it
+///   (`table.info`: location, flags, view source) and its record for reuse
+///   (`reuse`: `TensorRec`, everything read); `leafs`, `nodes` and `srcs`
+///   give the graph's structure in slots;
+/// - **plan** (the passes, assign.rs): a backend and rule per slot
+///   (`table.info`), `splits`, their `inputs`, the copies they need
+///   (`copy_of`) and the graph sources to redirect (`patches`);
+/// - **apply**: the copies made (`copies`), the sources patched, the
+///   allocation's walk (`order`) planned and applied (galloc.rs), split views
+///   (`split_graphs`) computed; after the compute the patches are undone.
+///
+/// Invariants, between split_graph and the end of the compute:
+/// - every slot named anywhere here is registered in `table`; `NONE` is "no
+///   slot", `NO_BACKEND` "no backend" (table.rs);
+/// - `nodes[i]` is graph node i; its sources' slots are
+///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
+/// - `splits` tile the node range in order; `inputs[split.inputs]` are the
+///   split's (input slot, copy index), each copy once per split;
+/// - `copy_of[c]` describes `copies[c]` for every copy in use, and
+///   `copy_index` maps (slot, backend) to it;
+/// - `patched` is true exactly while the graph's sources point at copies.
+///
+/// Kept between computes: when the next graph is the same (every record
+/// equal, see reuse.rs) the split is reused instead of made again.
 #[derive(Default)]
 struct State {
     table: table::Table,
@@ -145,8 +170,8 @@ struct State {
     order: galloc::Order,
     /// How the next table is sized (table.rs).
     sizing: table::Sizing,
-    /// What the last split read besides the graph's structure and the
-    /// tensors' locations, to check it still holds (see reuse.rs).
+    /// The record of every tensor the split read, and the supports_op
+    /// answers it used, to know whether it still holds (see reuse.rs).
     reuse: reuse::Facts,
 }
 
