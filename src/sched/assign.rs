@@ -2,7 +2,7 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
-use super::table::{Attempt, Full, Retry, SlotInfo, TensorRec, FOREIGN, NO_BACKEND};
+use super::table::{Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ impl Planner<'_> {
         let loc = locate(self.backends, t);
         self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
-            self.st.reuse.unlisted.push((slot, TensorRec::of(t)));
+            self.st.reuse.unlisted.push(slot);
         }
     }
 
@@ -157,14 +157,17 @@ impl Planner<'_> {
         None
     }
 
-    /// Size of tensor `slot` (a reuse checks what decides it: TensorRec).
-    fn nbytes(&self, slot: u32) -> usize {
-        self.tensor(slot).nbytes()
+    /// Size of tensor `slot`, remembered for the reuse check (the only
+    /// fact of a tensor the passes read that registration does not record).
+    fn nbytes(&mut self, slot: u32) -> usize {
+        let n = self.tensor(slot).nbytes();
+        self.st.reuse.sizes.push((slot, n));
+        n
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
     #[inline]
-    fn consider(&self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
+    fn consider(&mut self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
         match *best {
             None => *best = Some(Best { prio, slot, j: j as u8, size: None }),
             Some(b) if prio < b.prio => {
@@ -283,8 +286,6 @@ impl Planner<'_> {
         st.split_graphs.clear();
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
-        st.reuse.leafs.reserve_exact(graph.n_leafs());
-        st.reuse.nodes.reserve_exact(graph.n_nodes());
 
         // (A NULL entry would put the splits' views of the node array out of
         // step with our node list.)
@@ -296,7 +297,6 @@ impl Planner<'_> {
                 None => NONE,
             };
             self.st.leafs.push([slot, vsrc]);
-            self.st.reuse.leafs.push(TensorRec::of(leaf));
         }
         for (i, &node) in graph.node_ptrs().iter().enumerate() {
             let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
@@ -310,7 +310,6 @@ impl Planner<'_> {
                 None => NONE,
             };
             self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
-            self.st.reuse.nodes.push(TensorRec::of(node));
         }
         // (memory held: only a capacity far above the need is given back,
         // not one that the next graph refills)
@@ -802,7 +801,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
 
 /// Where `t`'s memory is: the index of its buffer's backend among `backends`,
 /// NO_BACKEND without a buffer (or backend), FOREIGN for a backend not in the list.
-fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
+pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
     let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
         return NO_BACKEND;
     };

@@ -52,6 +52,7 @@ impl Sched {
             let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
             let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, func) else {
                 self.galloc.apply(&arenas);
+                self.galloc.release();
                 return;
             };
             let b = b as usize;
@@ -99,6 +100,7 @@ impl Sched {
         if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
+        self.galloc.release();
         // SAFETY: our live allocators.
         self.tallocs.iter().zip(&self.galloc.max).map(|(&t, &m)| m.max(unsafe { ggml::wsp_ggml_tallocr_max_size(t) })).collect()
     }
@@ -178,7 +180,7 @@ impl Sched {
         // Inputs, not nodes: a node with memory there is left from an earlier
         // compute, in memory the allocator considers free again.
         let st = &self.st;
-        let inputs = st.leafs.iter().map(|l| l[0]).chain(st.reuse.unlisted.iter().map(|u| u.0));
+        let inputs = st.leafs.iter().map(|l| l[0]).chain(st.reuse.unlisted.iter().copied());
         inputs
             .map(|s| st.table.tensor(s))
             .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())

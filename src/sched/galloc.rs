@@ -219,6 +219,13 @@ impl Galloc {
         }
     }
 
+    /// Give the working memory back (it is as large as the table; a
+    /// scheduler holds it only while it places a split).
+    pub fn release(&mut self) {
+        let max = core::mem::take(&mut self.max);
+        *self = Galloc { max, ..Galloc::default() };
+    }
+
     fn tensor(&self, id: u32) -> TensorRef {
         TensorRef::new(self.ptr[id as usize]).expect("a planned tensor")
     }

@@ -590,6 +590,9 @@ impl State {
     fn build_order(&mut self) {
         let order = &mut self.order;
         order.clear();
+        // (exact: the scheduler holds it between computes)
+        order.entries.reserve_exact(self.nodes.len() + self.inputs.len());
+        order.srcs.reserve_exact(self.srcs.len() + 2 * self.inputs.len());
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.srcs);
         for p in &self.patches {

@@ -4,26 +4,31 @@
 //! one in a reused context buffer (so at the same addresses). The
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
-//! exact, not a fingerprint: the graph lists the same tensors in the same
-//! order, every tensor the split registered (leafs, nodes, and the sources
-//! and view sources outside the graph's lists) has the same record
-//! (`TensorRec`: address, sources, view source, buffer, data, shape,
-//! strides, type, op, view offset: all a pass or the allocation reads of
-//! it), every `supports_op` answer a decision used is the same (asked
-//! again, in the same order), and there is no `set_node_backend`
-//! assignment, now or for the split being reused.
+//! exact, not a fingerprint. It compares what the passes read, where
+//! they read it:
+//! - at registration (table.rs: `Table` keys and `SlotInfo`), for every
+//!   tensor the split registered (leafs, nodes, and the sources and view
+//!   sources outside the graph's lists): its address, view source, location
+//!   (the backend of its buffer) and flags (data set; view op; computed op);
+//!   for the graph, the same leafs and nodes in the same order, each node
+//!   with the same sources;
+//! - at the read, the rest: each size a pass compared (`Planner::nbytes`
+//!   records it) and each `supports_op` answer a decision used (asked again,
+//!   in the same order);
+//! - and no `set_node_backend` assignment, now or for the split being reused.
 //!
-//! A reuse still redoes everything downstream: input copies are reset and
-//! renamed, graph sources patched again, and the tensors are placed again
-//! (galloc.rs), in buffers that may have changed since.
+//! Where a tensor's memory goes is not part of the split: the allocation
+//! (galloc.rs) is planned again at every compute from the tensors as they
+//! are then. A reuse also redoes the input copies (reset and renamed) and
+//! patches the graph's sources again.
 
-use super::assign::{cpu_backends, next_supporting, refresh_copy, Planner};
-use super::table::{SlotInfo, TensorRec, NO_BACKEND};
+use super::assign::{cpu_backends, locate, next_supporting, refresh_copy, Planner};
+use super::table::{SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};
+use crate::backend::BackendRef;
 use crate::ggml::{GraphRef, TensorRef};
 
-/// What the last split read: the record of every tensor it registered, and
-/// the backends `supports_op` moved nodes from.
+/// What the last split read besides the table's entries.
 #[derive(Default)]
 pub(super) struct Facts {
     /// The tables describe a complete split made without user assignments.
@@ -31,12 +36,11 @@ pub(super) struct Facts {
     /// The backend that rejected each node moved because of supports_op,
     /// in node order.
     pub moved: Vec<u16>,
-    /// The graph's leafs, then its nodes, in graph order.
-    pub leafs: Vec<TensorRec>,
-    pub nodes: Vec<TensorRec>,
     /// Tensors first registered as a source or view source (not as a leaf
-    /// or node), with their slot.
-    pub unlisted: Vec<(u32, TensorRec)>,
+    /// or node): checked on their own.
+    pub unlisted: Vec<u32>,
+    /// (slot, size) of every size a pass compared.
+    pub sizes: Vec<(u32, usize)>,
 }
 
 impl Facts {
@@ -44,9 +48,8 @@ impl Facts {
     pub fn clear(&mut self) {
         self.valid = false;
         self.moved.clear();
-        self.leafs.clear();
-        self.nodes.clear();
         self.unlisted.clear();
+        self.sizes.clear();
     }
 
     /// Forget the split and give the memory back.
@@ -55,37 +58,77 @@ impl Facts {
     }
 }
 
+/// [`locate`] for many tensors in a row: a buffer or two hold most of a
+/// graph's tensors, so the last buffer's answer is remembered.
+struct Locator<'a> {
+    backends: &'a [BackendRef],
+    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    loc: u16,
+}
+
+impl Locator<'_> {
+    #[inline]
+    fn locate(&mut self, t: TensorRef) -> u16 {
+        let buffer = t.buffer();
+        if buffer.is_null() {
+            return NO_BACKEND;
+        }
+        if buffer != self.buffer {
+            self.buffer = buffer;
+            self.loc = locate(self.backends, t);
+        }
+        self.loc
+    }
+}
+
 impl Planner<'_> {
     /// Whether the last split holds for `graph` as it is now.
     pub(super) fn still_valid(&self, graph: GraphRef) -> bool {
         let st = &self.st;
         let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
-        if !st.reuse.valid || nodes.len() != st.reuse.nodes.len() || leafs.len() != st.reuse.leafs.len() {
+        if !st.reuse.valid || nodes.len() != st.nodes.len() || leafs.len() != st.leafs.len() {
             return false;
         }
-        // (a record holds the tensor's address: the same tensor, or none)
-        let same = |p: *mut crate::ggml::wsp_ggml_tensor, rec: &TensorRec| TensorRef::new(p).is_some_and(|t| rec.hold_for(t));
-        if !leafs.iter().zip(&st.reuse.leafs).all(|(&l, rec)| same(l, rec)) {
-            return false;
-        }
-        if !st.reuse.unlisted.iter().all(|(slot, rec)| rec.hold_for(st.table.tensor(*slot))) {
-            return false;
+        let (keys, info) = (st.table.keys(), &st.table.info);
+        // NONE (u32::MAX) is out of range: it reads as NULL.
+        let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(core::ptr::null_mut());
+        let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: NO_BACKEND };
+        // what registration read of tensor `slot`, now `t`
+        let mut same = |t: TensorRef, slot: u32, vsrc: u32| {
+            let i = info[slot as usize];
+            t.get().view_src == key(vsrc) && SlotInfo::flags_of(t) == i.flags && locator.locate(t) == i.loc
+        };
+        for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
+            match TensorRef::new(leaf) {
+                Some(t) if leaf == key(slot) && same(t, slot, vsrc) => {}
+                _ => return false,
+            }
         }
         // supports_op, asked again (our CPU backend is never asked)
         let cpu = cpu_backends(self.backends);
         let ask = !cpu.iter().all(|&c| c);
         let mut moved = st.reuse.moved.iter();
-        let info = &st.table.info;
-        for ((&node, n), rec) in nodes.iter().zip(&st.nodes).zip(&st.reuse.nodes) {
-            if !same(node, rec) {
+        let mut start = 0;
+        for (&node, n) in nodes.iter().zip(&st.nodes) {
+            let Some(t) = TensorRef::new(node).filter(|_| node == key(n.slot)) else {
+                return false;
+            };
+            let end = n.srcs_end as usize;
+            let srcs = &st.srcs[start..end];
+            let src = &t.get().src;
+            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s)) || src.get(srcs.len()).is_some_and(|p| !p.is_null()) || !same(t, n.slot, n.vsrc) {
                 return false;
             }
             let i = info[n.slot as usize];
-            if ask && !i.has(SlotInfo::VIEW_OP) && !self.same_support(st.table.tensor(n.slot), i, &mut moved, &cpu) {
+            if ask && !i.has(SlotInfo::VIEW_OP) && !self.same_support(t, i, &mut moved, &cpu) {
                 return false;
             }
+            start = end;
         }
-        true
+        if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot, info[slot as usize].vsrc)) {
+            return false;
+        }
+        st.reuse.sizes.iter().all(|&(slot, n)| st.table.tensor(slot).nbytes() == n)
     }
 
     /// Whether `supports_op` answers for `node` (not a view op) as it did:

@@ -66,56 +66,6 @@ impl SlotInfo {
     }
 }
 
-/// Everything a split reads of one tensor, as it was when the split was
-/// made: its address, its six source slots, view source, buffer (where its
-/// memory is), data pointer, view offset, shape, strides, type and op. The
-/// passes and the allocation read no other field of a tensor, except its
-/// name (for messages) and the answers of `supports_op` (asked again by a
-/// reuse). A reuse (reuse.rs) compares this record of every tensor the
-/// split registered, so nothing a pass or the allocation reads can change
-/// unseen: there is no list of checks to keep in step with the passes.
-/// Compared without branches (it runs for every tensor of every reuse).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct TensorRec([u64; 20]);
-
-impl TensorRec {
-    #[inline]
-    pub fn of(t: TensorRef) -> TensorRec {
-        let g = t.get();
-        let p = |x: *mut crate::ggml::wsp_ggml_tensor| x as usize as u64;
-        let s = &g.src;
-        TensorRec([
-            p(t.as_ptr()),
-            p(s[0]),
-            p(s[1]),
-            p(s[2]),
-            p(s[3]),
-            p(s[4]),
-            p(s[5]),
-            p(g.view_src),
-            g.buffer as usize as u64,
-            g.data as usize as u64,
-            g.view_offs as u64,
-            g.ne[0] as u64,
-            g.ne[1] as u64,
-            g.ne[2] as u64,
-            g.ne[3] as u64,
-            g.nb[0] as u64,
-            g.nb[1] as u64,
-            g.nb[2] as u64,
-            g.nb[3] as u64,
-            (g.type_ as u32 as u64) << 32 | g.op as u32 as u64,
-        ])
-    }
-
-    /// `TensorRec::of(t) == *self`.
-    #[inline]
-    pub fn hold_for(&self, t: TensorRef) -> bool {
-        let now = TensorRec::of(t);
-        now.0.iter().zip(&self.0).fold(0, |d, (a, b)| d | (a ^ b)) == 0
-    }
-}
-
 /// The table ran out of room for this graph; the caller starts over with a
 /// larger one (slots are ids, so the table cannot grow in place).
 #[derive(Debug)]
