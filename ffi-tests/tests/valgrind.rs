@@ -51,6 +51,7 @@ memcheck_tests! {
     memcheck_sched_reuse_more => "sched_reuse_more.c",
     memcheck_sched_beyond => "sched_beyond.c",
     memcheck_ext_fits => "ext_fits.c",
+    memcheck_sched_placement => "sched_placement.c",
 }
 
 /// Functions that belong to our library (Rust paths, our exports, and the
