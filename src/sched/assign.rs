@@ -53,11 +53,31 @@ impl Planner<'_> {
         Ok(slot)
     }
 
+    /// [`Planner::register`] for a graph leaf or node: nearly always its
+    /// first sight, so all of it inline.
+    #[inline(always)]
+    fn register_listed(&mut self, t: TensorRef) -> Result<u32, Full> {
+        let (slot, new) = self.st.table.insert(t)?;
+        if new {
+            self.describe(slot, t, true);
+            if t.get().view_src.is_null() {
+                return Ok(slot);
+            }
+            self.register_view_chain(slot, t)?;
+        }
+        Ok(slot)
+    }
+
     /// The first sight of `t` (most look-ups find a source already seen as
     /// a node, so this stays out of line).
     #[inline(never)]
     fn register_new(&mut self, slot: u32, t: TensorRef, listed: bool) -> Result<(), Full> {
         self.describe(slot, t, listed);
+        self.register_view_chain(slot, t)
+    }
+
+    /// Register the tensors whose memory `t` (in `slot`) views.
+    fn register_view_chain(&mut self, slot: u32, t: TensorRef) -> Result<(), Full> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
             let (s, new) = self.st.table.insert(v)?;
@@ -71,7 +91,7 @@ impl Planner<'_> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(self.backends, t);
         self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
@@ -291,7 +311,7 @@ impl Planner<'_> {
         // step with our node list.)
         for (i, &leaf) in graph.leaf_ptrs().iter().enumerate() {
             let leaf = TensorRef::new(leaf).unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
-            let slot = self.register(leaf, true)?;
+            let slot = self.register_listed(leaf)?;
             let vsrc = match leaf.view_src() {
                 Some(v) => self.register(v, false)?,
                 None => NONE,
@@ -300,7 +320,7 @@ impl Planner<'_> {
         }
         for (i, &node) in graph.node_ptrs().iter().enumerate() {
             let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
-            let slot = self.register(node, true)?;
+            let slot = self.register_listed(node)?;
             for (_, src) in node.srcs() {
                 let s = self.register(src, false)?;
                 self.st.srcs.push(s);
