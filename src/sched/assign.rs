@@ -107,7 +107,7 @@ impl Planner<'_> {
     }
 
     /// Whether some registered tensor works in tensor `slot`'s memory (a
-    /// view of it: ggml-alloc needs that memory to initialise the view).
+    /// view of it: the placement needs that memory to initialise the view).
     fn viewed(&self, slot: u32) -> bool {
         self.st.table.info.iter().any(|i| i.vsrc == slot)
     }
@@ -430,7 +430,7 @@ impl Planner<'_> {
 
     /// Where the memory a node works in comes from: the first tensor along
     /// its view sources that is in a buffer, or the last one (a tensor
-    /// ggml-alloc will allocate, or memory outside any backend buffer).
+    /// the placement will allocate, or memory outside any backend buffer).
     fn memory_root(&self, vs: u32) -> u32 {
         let mut r = vs;
         while self.loc(r) == NO_BACKEND && self.info(r).vsrc != NONE {
@@ -441,7 +441,7 @@ impl Planner<'_> {
 
     /// Memory decides: a node that works in another tensor's memory (a view,
     /// an in-place op, a copy into a tensor) runs on the backend that memory
-    /// is allocated by, once that is known (ggml-alloc initialises it with
+    /// is allocated by, once that is known (the placement initialises it with
     /// that backend's allocator; the original asserted there, or in release
     /// builds initialised it in another backend's buffer).
     fn follow_memory(&mut self, slot: u32, vs: u32) {
@@ -666,7 +666,7 @@ impl Planner<'_> {
 
     /// The first split's backend: that of the first node that is not a view.
     /// A graph of views only still gets a split (on the backend of their
-    /// memory), so that ggml-alloc initialises the views.
+    /// memory), so that the placement initialises the views.
     fn first_split_backend(&self) -> Option<u16> {
         let nodes = &self.st.nodes;
         nodes
@@ -678,7 +678,7 @@ impl Planner<'_> {
     }
 
     /// Node `i` has no backend: only a view op whose data is set (its memory
-    /// exists, ggml-alloc leaves it alone) is accepted; reuse checks the data
+    /// exists, the placement leaves it alone) is accepted; reuse checks the data
     /// stays set.
     fn accept_unassigned_node(&mut self, i: usize, func: &str) {
         let info = self.st.nodes[i];
@@ -750,7 +750,7 @@ impl Planner<'_> {
     }
 
     /// Apply the plan's input copies: each one a tensor of ours with its
-    /// source's layout and name, registered (ggml-alloc allocates it with its
+    /// source's layout and name, registered (the placement, galloc.rs, allocates it with its
     /// backend's allocator).
     fn make_copies(&mut self) -> Result<(), Full> {
         for c in 0..self.st.copy_of.len() {
@@ -809,7 +809,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
     let len = copy_name(backends[backend as usize], src, &mut name);
     let copy = &mut *st.copies[c];
     ggml::dup_tensor_layout(copy, src, &name[..len]);
-    // ggml-alloc allocates a copy's sources before the copy. A view's memory
+    // The placement (as ggml-alloc) allocates a copy's sources before the copy. A view's memory
     // may not be allocated yet (a measure graph's input, whose first user is
     // later in this split): its owner goes first, so the view can be
     // initialised. The original asserted in init_view there.

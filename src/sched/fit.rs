@@ -152,7 +152,7 @@ impl Sched {
 
     /// Bytes at the start of backend `i`'s compute buffer that the caller
     /// already holds (inputs allocated through `sched_get_tallocr` since the
-    /// last reset): ggml-alloc places the split after them.
+    /// last reset): the split is placed after them.
     pub(super) fn occupied(&self, i: usize) -> usize {
         let talloc = self.tallocs[i];
         // SAFETY: our live allocator.

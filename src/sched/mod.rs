@@ -11,7 +11,7 @@
 //!   copies and graph views are plain structs owned by the scheduler;
 //! - misuse aborts with a message naming the function and argument.
 //! - the graph's `src` pointers, redirected to the input copies during the
-//!   compute (as ggml-alloc needs), are restored afterwards;
+//!   compute (as the placement walks them), are restored afterwards;
 //! - an unchanged graph reuses the last split (checked exactly, reuse.rs);
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
 //!   place them, planned before anything is touched (galloc.rs).
