@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ref_sources::{find_reference_sources, wsp_rename, write_if_changed};
+use ref_sources::{find_reference_sources, write_if_changed, wsp_rename};
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -228,5 +228,8 @@ fn read(p: &Path) -> String {
 
 /// The second prefix, for the reference stack that shares the process.
 fn ref_rename(s: &str) -> String {
-    s.replace("WSP_GGML_", "REF_GGML_").replace("wsp_ggml_", "ref_ggml_").replace("WSP_GGUF_", "REF_GGUF_").replace("wsp_gguf_", "ref_gguf_")
+    s.replace("WSP_GGML_", "REF_GGML_")
+        .replace("wsp_ggml_", "ref_ggml_")
+        .replace("WSP_GGUF_", "REF_GGUF_")
+        .replace("wsp_gguf_", "ref_gguf_")
 }

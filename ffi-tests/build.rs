@@ -7,11 +7,12 @@
 //! 3. compiles, once and cached in OUT_DIR: `libggml_core.a` (ggml.c +
 //!    ggml-quants.c, shared by both builds), ggml-alloc.c twice (against our
 //!    headers and against the original ones), and the original ggml-backend.c.
+//!
 //! Test programs themselves are compiled by the harness at test time.
 
 use std::path::{Path, PathBuf};
 
-use ref_sources::{find_reference_sources, wsp_rename as rename, write_if_changed, CRATE};
+use ref_sources::{find_reference_sources, write_if_changed, wsp_rename as rename, CRATE};
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -24,7 +25,9 @@ fn main() {
     let refdir = out.join("ref");
     std::fs::create_dir_all(&common).unwrap();
     std::fs::create_dir_all(&refdir).unwrap();
-    for f in ["ggml.c", "ggml.h", "ggml-alloc.c", "ggml-alloc.h", "ggml-impl.h", "ggml-quants.c", "ggml-quants.h", "whisper.cpp", "whisper.h"] {
+    for f in
+        ["ggml.c", "ggml.h", "ggml-alloc.c", "ggml-alloc.h", "ggml-impl.h", "ggml-quants.c", "ggml-quants.h", "whisper.cpp", "whisper.h"]
+    {
         write_if_changed(&common.join(f), &rename(&std::fs::read_to_string(src.join(f)).unwrap()));
     }
     for f in ["ggml-backend.c", "ggml-backend.h", "ggml-backend-impl.h"] {
@@ -57,13 +60,7 @@ fn main() {
 /// The flags every C file of ggml is built with, in both builds.
 fn c_build(includes: &[&Path]) -> cc::Build {
     let mut b = cc::Build::new();
-    b.opt_level(2)
-        .debug(false)
-        .warnings(false)
-        .cargo_metadata(false)
-        .flag("-std=c11")
-        .define("_GNU_SOURCE", None)
-        .flag("-pthread");
+    b.opt_level(2).debug(false).warnings(false).cargo_metadata(false).flag("-std=c11").define("_GNU_SOURCE", None).flag("-pthread");
     for i in includes {
         b.include(i);
     }

@@ -11,7 +11,6 @@ use crate::fatal::{check, fatal};
 use crate::ggml::{wsp_ggml_cgraph, TensorRef};
 pub use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t};
 
-
 /// A backend handed to us by C. Invariant (C API contract): points to a live
 /// `wsp_ggml_backend` for the duration of the call.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

@@ -11,7 +11,6 @@ use crate::fatal::{check, fatal};
 use crate::ggml::TensorRef;
 pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t};
 
-
 /// Create a buffer struct. It is `malloc`ed, as in the original, so that a
 /// buffer struct is released the same way whoever made it.
 pub fn buffer_init(
@@ -20,15 +19,10 @@ pub fn buffer_init(
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
 ) -> BufferRef {
-    check(iface.get_base.is_some(), "wsp_ggml_backend_buffer_init", || {
-        "argument 'iface': get_base must not be NULL".into()
-    });
+    check(iface.get_base.is_some(), "wsp_ggml_backend_buffer_init", || "argument 'iface': get_base must not be NULL".into());
     // SAFETY: malloc of the struct's size; checked for NULL before use.
-    let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }
-        .cast::<wsp_ggml_backend_buffer>();
-    let Some(p) = NonNull::new(p) else {
-        fatal("wsp_ggml_backend_buffer_init", "out of memory allocating the buffer struct")
-    };
+    let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }.cast::<wsp_ggml_backend_buffer>();
+    let Some(p) = NonNull::new(p) else { fatal("wsp_ggml_backend_buffer_init", "out of memory allocating the buffer struct") };
     // SAFETY: p is a fresh, suitably aligned allocation of the right size.
     unsafe { p.as_ptr().write(wsp_ggml_backend_buffer { iface, backend, context, size }) };
     BufferRef(p)
@@ -83,9 +77,7 @@ impl BufferRef {
         };
         // SAFETY: the buffer's own callback on its buffer.
         let base = unsafe { get_base(self.as_ptr()) };
-        check(!base.is_null(), "wsp_ggml_backend_buffer_get_base", || {
-            "backend buffer base cannot be NULL".into()
-        });
+        check(!base.is_null(), "wsp_ggml_backend_buffer_get_base", || "backend buffer base cannot be NULL".into());
         base
     }
 

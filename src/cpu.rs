@@ -3,7 +3,9 @@
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::{self, NonNull};
 
-use crate::backend::{tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef};
+use crate::backend::{
+    tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef,
+};
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{check, fatal, guard};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, TensorRef};
@@ -209,8 +211,8 @@ unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_free";
     guard(func, || {
         let _ = cpu_context(BackendRef::arg(backend, func, "backend"), func); // not while computing
-        // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
-        // are the Boxes made in cpu_init; each is released once here.
+                                                                              // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
+                                                                              // are the Boxes made in cpu_init; each is released once here.
         unsafe {
             drop(Box::from_raw((*backend).context.cast::<CpuContext>()));
             drop(Box::from_raw(backend));
@@ -372,11 +374,7 @@ unsafe extern "C" fn cpu_supports_op(_backend: wsp_ggml_backend_t, _op: *const w
 
 /// `wsp_ggml_backend_cpu_set_abort_callback`: handed to ggml's cplan, which
 /// checks it between nodes and stops the compute when it returns true.
-pub fn set_abort_callback(
-    backend: BackendRef,
-    callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
-    data: *mut c_void,
-) {
+pub fn set_abort_callback(backend: BackendRef, callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>, data: *mut c_void) {
     let ctx = cpu_context(backend, "wsp_ggml_backend_cpu_set_abort_callback");
     ctx.abort_callback = callback;
     ctx.abort_callback_data = data;

@@ -14,10 +14,6 @@ use core::ptr::NonNull;
 
 pub use crate::sys::*;
 
-
-
-
-
 impl wsp_ggml_cgraph {
     /// A graph of `n` nodes at `nodes` (and their gradients at `grads`, or
     /// NULL), without leafs or hash table: the views the scheduler and the
@@ -38,7 +34,6 @@ impl wsp_ggml_cgraph {
         }
     }
 }
-
 
 /// ggml's block size and type size of each type, packed (`blck << 16 |
 /// size`; 0: not asked yet): constants of the ggml linked in, asked once.
@@ -67,8 +62,6 @@ fn type_sizes(type_: c_int) -> Option<(u64, u64)> {
     }
     Some(((packed >> 16) as u64, (packed & 0xffff) as u64))
 }
-
-
 
 /// The free blocks of an allocator (offset from its buffer's base, size),
 /// sorted by offset: what ggml-alloc would hand out next. ggml-alloc has no

@@ -232,7 +232,11 @@ impl SchedBench {
         assert!((end..end + 4096).contains(&off), "the pad is not right behind `causes` (offset {off})");
         let slots = self.graph_hash_size() + REF_HASH_EXTRA;
         let reach = slots.saturating_sub(CAUSES_ROWS) * 128;
-        assert!(reach <= CAUSES_PAD_BYTES - (off - end), "{} nodes: the original would write {reach} bytes past `causes`, more than the pad", self.n_nodes);
+        assert!(
+            reach <= CAUSES_PAD_BYTES - (off - end),
+            "{} nodes: the original would write {reach} bytes past `causes`, more than the pad",
+            self.n_nodes
+        );
     }
 
     /// Bytes the original writes past the end of `causes` at most, for this graph.
@@ -305,6 +309,8 @@ impl SchedBench {
         let (mut g, mut c): (c_long, c_long) = (0, 0);
         // SAFETY: as above; two out pointers.
         unsafe { (self.imp.sched_test_stats)(self.ptr, &mut g, &mut c) };
+        // c_long is 32 bits on 32-bit targets
+        #[allow(clippy::unnecessary_cast)]
         (g as i64, c as i64)
     }
 

@@ -149,11 +149,7 @@ fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&st
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     // Test backends print every graph they compute (see test_backend.c), so
     // node assignments and split boundaries are compared too.
-    Command::new(exe)
-        .args(args)
-        .env("TEST_BACKEND_LOG", "1")
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+    Command::new(exe).args(args).env("TEST_BACKEND_LOG", "1").output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
 }
 
 fn describe(o: &Output) -> String {

@@ -26,11 +26,7 @@ fn base_config(root: &Path) -> cbindgen::Config {
 }
 
 fn generate(config: cbindgen::Config, root: &Path) -> String {
-    let bindings = cbindgen::Builder::new()
-        .with_crate(root)
-        .with_config(config)
-        .generate()
-        .expect("cbindgen generates the header");
+    let bindings = cbindgen::Builder::new().with_crate(root).with_config(config).generate().expect("cbindgen generates the header");
     let mut out = Vec::new();
     bindings.write(&mut out);
     String::from_utf8(out).expect("header is UTF-8")
@@ -42,9 +38,7 @@ fn items_in(root: &Path, file: &str) -> Vec<String> {
     src.lines()
         .filter_map(|l| {
             let l = l.trim_start();
-            l.strip_prefix("pub unsafe extern \"C\" fn ")
-                .or_else(|| l.strip_prefix("pub struct "))
-                .or_else(|| l.strip_prefix("pub type "))
+            l.strip_prefix("pub unsafe extern \"C\" fn ").or_else(|| l.strip_prefix("pub struct ")).or_else(|| l.strip_prefix("pub type "))
         })
         .map(|rest| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default().to_string())
         .collect()
@@ -54,8 +48,14 @@ fn items_in(root: &Path, file: &str) -> Vec<String> {
 fn drop_in_items(root: &Path) -> Vec<String> {
     let mut names = items_in(root, "src/ffi/mod.rs");
     names.extend(
-        ["wsp_ggml_backend_buffer_t", "wsp_ggml_backend_t", "wsp_ggml_backend_graph_plan_t", "wsp_ggml_backend_sched_t", "wsp_ggml_backend_sched"]
-            .map(String::from),
+        [
+            "wsp_ggml_backend_buffer_t",
+            "wsp_ggml_backend_t",
+            "wsp_ggml_backend_graph_plan_t",
+            "wsp_ggml_backend_sched_t",
+            "wsp_ggml_backend_sched",
+        ]
+        .map(String::from),
     );
     names.extend(IMPL_ITEMS.iter().map(|s| s.to_string()));
     names

@@ -11,10 +11,7 @@ fn committed_headers_match_generated() {
     let (public, imp, ext) = headers::generate_headers();
     for (file, fresh) in [("include/ggml-backend.h", public), ("include/ggml-backend-impl.h", imp), ("include/ggml-backend-ext.h", ext)] {
         let committed = std::fs::read_to_string(root.join(file)).unwrap_or_default();
-        assert!(
-            committed == fresh,
-            "{file} is stale: regenerate it with `cargo run -p ffi-tests --bin gen-headers` and commit it"
-        );
+        assert!(committed == fresh, "{file} is stale: regenerate it with `cargo run -p ffi-tests --bin gen-headers` and commit it");
     }
 }
 
@@ -41,10 +38,8 @@ fn defined_symbols(path: &std::path::Path, dynamic: bool) -> Vec<String> {
     }
     let o = cmd.arg(path).output().expect("run nm (binutils)");
     assert!(o.status.success(), "nm failed: {}", String::from_utf8_lossy(&o.stderr));
-    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
-        .collect();
+    let mut v: Vec<String> =
+        String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.split_whitespace().nth(2).map(String::from)).collect();
     v.sort();
     v.dedup();
     v
@@ -52,24 +47,48 @@ fn defined_symbols(path: &std::path::Path, dynamic: bool) -> Vec<String> {
 
 /// The 35 functions of the original.
 const EXPORTS: &[&str] = &[
-    "wsp_ggml_backend_alloc_buffer", "wsp_ggml_backend_buffer_free", "wsp_ggml_backend_buffer_free_tensor",
-    "wsp_ggml_backend_buffer_get_alignment", "wsp_ggml_backend_buffer_get_alloc_size", "wsp_ggml_backend_buffer_get_base",
-    "wsp_ggml_backend_buffer_get_size", "wsp_ggml_backend_buffer_init", "wsp_ggml_backend_buffer_init_tensor",
-    "wsp_ggml_backend_cpu_buffer_from_ptr", "wsp_ggml_backend_cpu_init", "wsp_ggml_backend_cpu_set_n_threads",
-    "wsp_ggml_backend_free", "wsp_ggml_backend_get_alignment", "wsp_ggml_backend_graph_compute",
-    "wsp_ggml_backend_graph_plan_compute", "wsp_ggml_backend_graph_plan_create", "wsp_ggml_backend_graph_plan_free",
-    "wsp_ggml_backend_is_cpu", "wsp_ggml_backend_name", "wsp_ggml_backend_sched_free", "wsp_ggml_backend_sched_get_buffer",
-    "wsp_ggml_backend_sched_get_tallocr", "wsp_ggml_backend_sched_graph_compute", "wsp_ggml_backend_sched_init_measure",
-    "wsp_ggml_backend_sched_new", "wsp_ggml_backend_sched_set_node_backend", "wsp_ggml_backend_supports_op",
-    "wsp_ggml_backend_synchronize", "wsp_ggml_backend_tensor_copy", "wsp_ggml_backend_tensor_get",
-    "wsp_ggml_backend_tensor_get_async", "wsp_ggml_backend_tensor_set", "wsp_ggml_backend_tensor_set_async",
+    "wsp_ggml_backend_alloc_buffer",
+    "wsp_ggml_backend_buffer_free",
+    "wsp_ggml_backend_buffer_free_tensor",
+    "wsp_ggml_backend_buffer_get_alignment",
+    "wsp_ggml_backend_buffer_get_alloc_size",
+    "wsp_ggml_backend_buffer_get_base",
+    "wsp_ggml_backend_buffer_get_size",
+    "wsp_ggml_backend_buffer_init",
+    "wsp_ggml_backend_buffer_init_tensor",
+    "wsp_ggml_backend_cpu_buffer_from_ptr",
+    "wsp_ggml_backend_cpu_init",
+    "wsp_ggml_backend_cpu_set_n_threads",
+    "wsp_ggml_backend_free",
+    "wsp_ggml_backend_get_alignment",
+    "wsp_ggml_backend_graph_compute",
+    "wsp_ggml_backend_graph_plan_compute",
+    "wsp_ggml_backend_graph_plan_create",
+    "wsp_ggml_backend_graph_plan_free",
+    "wsp_ggml_backend_is_cpu",
+    "wsp_ggml_backend_name",
+    "wsp_ggml_backend_sched_free",
+    "wsp_ggml_backend_sched_get_buffer",
+    "wsp_ggml_backend_sched_get_tallocr",
+    "wsp_ggml_backend_sched_graph_compute",
+    "wsp_ggml_backend_sched_init_measure",
+    "wsp_ggml_backend_sched_new",
+    "wsp_ggml_backend_sched_set_node_backend",
+    "wsp_ggml_backend_supports_op",
+    "wsp_ggml_backend_synchronize",
+    "wsp_ggml_backend_tensor_copy",
+    "wsp_ggml_backend_tensor_get",
+    "wsp_ggml_backend_tensor_get_async",
+    "wsp_ggml_backend_tensor_set",
+    "wsp_ggml_backend_tensor_set_async",
     "wsp_ggml_get_backend",
 ];
 
 #[test]
 fn shared_library_exports_exactly_the_api() {
     let syms = defined_symbols(&harness::cdylib(), true);
-    let unexpected: Vec<&String> = syms.iter().filter(|s| !s.starts_with("wsp_ggml_backend_") && s.as_str() != "wsp_ggml_get_backend").collect();
+    let unexpected: Vec<&String> =
+        syms.iter().filter(|s| !s.starts_with("wsp_ggml_backend_") && s.as_str() != "wsp_ggml_get_backend").collect();
     assert!(unexpected.is_empty(), "the .so exports symbols outside the API: {unexpected:?}");
     for e in EXPORTS {
         assert!(syms.iter().any(|s| s == e), "the .so does not export {e}");

@@ -201,7 +201,8 @@ fn ext_misuse_aborts_with_a_message() {
     let exe = harness::build("ext_misuse", &["ext_misuse.c", "test_backend.c"], Flavour::Ours);
     let list = harness::run(&exe, &[]);
     assert!(list.status.success());
-    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    let cases: Vec<String> =
+        String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
     // case -> what the message must name besides the function
     let expected: &[(&str, &str)] = &[
         ("rejected_preallocated", "'cache_store'"),
@@ -243,7 +244,8 @@ fn inplace_ops_and_supports_op() {
     let exe = harness::build("ext_inplace", &["ext_inplace.c", "test_backend.c"], Flavour::Ours);
     let list = harness::run(&exe, &[]);
     assert!(list.status.success());
-    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    let cases: Vec<String> =
+        String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
     assert_eq!(cases.len(), 2, "{cases:?}");
     let mut problems = Vec::new();
     for case in &cases {

@@ -69,7 +69,9 @@ struct Run {
 fn reason(stderr: &str) -> String {
     // (the original prints its size on every sched_new)
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("wsp_ggml_backend_sched size:")).collect();
-    for key in ["wsp_ggml_backend: ", "GGML_ASSERT", "CHECK failed", "test backend check failed", "Assertion", "not enough space", "panicked"] {
+    for key in
+        ["wsp_ggml_backend: ", "GGML_ASSERT", "CHECK failed", "test backend check failed", "Assertion", "not enough space", "panicked"]
+    {
         if let Some(l) = lines.iter().find(|l| l.contains(key)) {
             return l.trim().to_string();
         }
@@ -262,11 +264,9 @@ fn check_seed(seed: u64, nodes_max: u32) -> Outcome {
         o.fail = Some(("ours-timeout".into(), String::new()));
         return o;
     }
-    if orig.status == Status::Ok && ours.status == Status::Ok {
-        if harness::compare(&ours.stdout, &orig.stdout).is_ok() {
-            o.note = "same as orig".into();
-            return o;
-        }
+    if orig.status == Status::Ok && ours.status == Status::Ok && harness::compare(&ours.stdout, &orig.stdout).is_ok() {
+        o.note = "same as orig".into();
+        return o;
     }
     // the reference decides
     let reff = run(&b.orig, seed, nodes_max, "ref", TIMEOUT);
@@ -339,12 +339,20 @@ fn check_seed(seed: u64, nodes_max: u32) -> Outcome {
 }
 
 fn jobs() -> usize {
-    std::env::var("FUZZ_JOBS").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+    std::env::var("FUZZ_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 /// Run check_seed over the seeds `gen(0)`, `gen(1)`, ... (until it returns
 /// None or the deadline passes) on `jobs` threads; `report` sees each outcome.
-fn run_gen(gen: &(dyn Fn(usize) -> Option<(u64, u32)> + Sync), deadline: Option<Instant>, jobs: usize, report: &(dyn Fn(&Outcome) + Sync)) -> Vec<Outcome> {
+fn run_gen(
+    gen: &(dyn Fn(usize) -> Option<(u64, u32)> + Sync),
+    deadline: Option<Instant>,
+    jobs: usize,
+    report: &(dyn Fn(&Outcome) + Sync),
+) -> Vec<Outcome> {
     bins();
     let next = AtomicUsize::new(0);
     let out = Mutex::new(Vec::new());
@@ -405,7 +413,8 @@ fn summary(v: &[Outcome], elapsed: Duration) -> String {
 fn check_all(seeds: &[(u64, u32)]) {
     let t = Instant::now();
     let v = run_seeds(seeds, jobs(), &|_| {});
-    let fails: Vec<String> = v.iter().filter(|o| o.fail.is_some()).map(|o| format!("{}\n    {}", failure_line(o), o.detail.replace('\n', "\n    "))).collect();
+    let fails: Vec<String> =
+        v.iter().filter(|o| o.fail.is_some()).map(|o| format!("{}\n    {}", failure_line(o), o.detail.replace('\n', "\n    "))).collect();
     eprintln!("{}", summary(&v, t.elapsed()));
     assert!(fails.is_empty(), "{} of {} seeds fail:\n{}", fails.len(), v.len(), fails.join("\n"));
 }
@@ -521,7 +530,11 @@ fn fuzz_campaign() {
         }
     };
     let v = if let Ok(list) = std::env::var("FUZZ_SEEDS") {
-        let seeds: Vec<(u64, u32)> = list.split(',').filter(|s| !s.trim().is_empty()).map(|s| (s.trim().parse().expect("FUZZ_SEEDS"), fixed_n.unwrap_or(60))).collect();
+        let seeds: Vec<(u64, u32)> = list
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| (s.trim().parse().expect("FUZZ_SEEDS"), fixed_n.unwrap_or(60)))
+            .collect();
         run_seeds(&seeds, jobs, &print)
     } else {
         let minutes = std::env::var("FUZZ_MINUTES").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.0);
@@ -531,11 +544,14 @@ fn fuzz_campaign() {
         // node budgets: mostly small programs, some medium, a few large
         let gen = |i: usize| {
             let seed = base + i as u64;
-            Some((seed, fixed_n.unwrap_or(match seed % 20 {
-                0 => 3000,
-                1..=4 => 400,
-                _ => 60,
-            })))
+            Some((
+                seed,
+                fixed_n.unwrap_or(match seed % 20 {
+                    0 => 3000,
+                    1..=4 => 400,
+                    _ => 60,
+                }),
+            ))
         };
         run_gen(&gen, Some(deadline), jobs, &print)
     };

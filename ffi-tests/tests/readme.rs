@@ -27,7 +27,11 @@ fn object(suffix: &str) -> PathBuf {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix) && n.len() > suffix.len() && n.as_bytes()[n.len() - suffix.len() - 1] == b'-'))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(suffix) && n.len() > suffix.len() && n.as_bytes()[n.len() - suffix.len() - 1] == b'-')
+        })
         .unwrap_or_else(|| panic!("no *-{suffix} in {}", out.display()))
 }
 
@@ -59,7 +63,8 @@ fn run_link_line(line: &str, tag: &str) -> PathBuf {
     let alloc_ours = dir.join("ggml-alloc.o");
     let o = Command::new("ar").arg("x").arg(harness::out_dir().join("libggml_alloc_ours.a")).current_dir(&dir).output().unwrap();
     assert!(o.status.success());
-    let extracted = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with("-ggml-alloc.o")).unwrap();
+    let extracted =
+        std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).find(|p| p.to_string_lossy().ends_with("-ggml-alloc.o")).unwrap();
     std::fs::rename(extracted, &alloc_ours).unwrap();
     // The .so may only be in deps/ when built as a dependency: give -L that dir.
     let so_dir = harness::cdylib().parent().unwrap().to_path_buf();
@@ -106,7 +111,8 @@ fn readme_lists_exactly_the_imported_ggml_symbols() {
     let text = readme();
     let start = text.find("<!-- imports:").expect("imports marker");
     let end = text[start..].find("<!-- end imports -->").expect("end marker") + start;
-    let mut listed: Vec<String> = text[start..end].split('`').skip(1).step_by(2).map(String::from).filter(|s| s.starts_with("wsp_")).collect();
+    let mut listed: Vec<String> =
+        text[start..end].split('`').skip(1).step_by(2).map(String::from).filter(|s| s.starts_with("wsp_")).collect();
     listed.sort();
     let o = Command::new("nm").args(["-D", "--undefined-only"]).arg(harness::cdylib()).output().expect("nm");
     let mut imported: Vec<String> = String::from_utf8_lossy(&o.stdout)

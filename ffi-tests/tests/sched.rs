@@ -31,7 +31,8 @@ fn misuse_aborts_with_a_message_naming_the_function() {
     let exe = harness::build("sched_misuse", &["sched_misuse.c", "test_backend.c"], Flavour::Ours);
     let list = harness::run(&exe, &[]);
     assert!(list.status.success());
-    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    let cases: Vec<String> =
+        String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
     assert!(cases.len() >= 13, "expected at least 13 misuse cases, got {cases:?}");
     for case in &cases {
         let o = harness::run(&exe, &[case]);

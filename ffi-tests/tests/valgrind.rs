@@ -22,12 +22,7 @@ fn memcheck(program: &str) {
         .env("TEST_BACKEND_LOG", "1")
         .output()
         .expect("run valgrind");
-    assert!(
-        o.status.success(),
-        "memcheck reports errors for {name} (exit {:?}):\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "memcheck reports errors for {name} (exit {:?}):\n{}", o.status.code(), String::from_utf8_lossy(&o.stderr));
 }
 
 macro_rules! memcheck_tests {
@@ -58,7 +53,8 @@ memcheck_tests! {
 /// Rust standard library inlined into it).
 fn is_our_frame(func: &str) -> bool {
     func.starts_with("wsp_ggml_backend::")
-        || (func.starts_with("wsp_ggml_backend_") && !func.starts_with("wsp_ggml_backend_sched_") || func.starts_with("wsp_ggml_backend_sched_"))
+        || (func.starts_with("wsp_ggml_backend_") && !func.starts_with("wsp_ggml_backend_sched_")
+            || func.starts_with("wsp_ggml_backend_sched_"))
             && !func.contains('.')
             && func.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         || func == "wsp_ggml_get_backend"
@@ -70,10 +66,9 @@ fn is_our_frame(func: &str) -> bool {
 /// The function that performed an access: the first frame that is not a
 /// libc/valgrind memory routine.
 fn accessor(frames: &[&str]) -> Option<String> {
-    frames
-        .iter()
-        .filter_map(|l| l.split_once(": ").map(|(_, f)| f.split(" (").next().unwrap_or(f).trim().to_string()))
-        .find(|f| !matches!(f.as_str(), "memmove" | "memcpy" | "memset" | "???") && !f.starts_with("__memcpy") && !f.starts_with("__memmove"))
+    frames.iter().filter_map(|l| l.split_once(": ").map(|(_, f)| f.split(" (").next().unwrap_or(f).trim().to_string())).find(|f| {
+        !matches!(f.as_str(), "memmove" | "memcpy" | "memset" | "???") && !f.starts_with("__memcpy") && !f.starts_with("__memmove")
+    })
 }
 
 #[test]
@@ -91,7 +86,12 @@ fn helgrind_finds_no_race_in_our_library() {
     let mut ours = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         if l.starts_with("Possible data race") || l.starts_with("This conflicts with a previous") {
-            let frames: Vec<&str> = lines[i + 1..].iter().skip_while(|f| f.starts_with("Locks held")).take_while(|f| f.starts_with("at ") || f.starts_with("by ")).copied().collect();
+            let frames: Vec<&str> = lines[i + 1..]
+                .iter()
+                .skip_while(|f| f.starts_with("Locks held"))
+                .take_while(|f| f.starts_with("at ") || f.starts_with("by "))
+                .copied()
+                .collect();
             if let Some(f) = accessor(&frames) {
                 if is_our_frame(&f) {
                     ours.push(format!("{l}\n    {}", frames.join("\n    ")));

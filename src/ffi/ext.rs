@@ -20,9 +20,8 @@ pub type wsp_ggml_backend_sched_eval_callback =
 
 /// Called by `compare_graph_backend` with both results of each node; return
 /// false to stop.
-pub type wsp_ggml_backend_eval_callback = Option<
-    unsafe extern "C" fn(node_index: c_int, t1: *mut wsp_ggml_tensor, t2: *mut wsp_ggml_tensor, user_data: *mut c_void) -> bool,
->;
+pub type wsp_ggml_backend_eval_callback =
+    Option<unsafe extern "C" fn(node_index: c_int, t1: *mut wsp_ggml_tensor, t2: *mut wsp_ggml_tensor, user_data: *mut c_void) -> bool>;
 
 /// One split of the last split graph, and what its last compute copied.
 #[repr(C)]
@@ -191,15 +190,16 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
     abort_callback_data: *mut c_void,
 ) {
     let func = "wsp_ggml_backend_cpu_set_abort_callback";
-    guard(func, || {
-        crate::cpu::set_abort_callback(BackendRef::arg(backend_cpu, func, "backend_cpu"), abort_callback, abort_callback_data)
-    })
+    guard(func, || crate::cpu::set_abort_callback(BackendRef::arg(backend_cpu, func, "backend_cpu"), abort_callback, abort_callback_data))
 }
 
 /// Copy an allocated graph to `backend` (data of allocated tensors copied,
 /// views re-created). Free with wsp_ggml_backend_graph_copy_free.
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(backend: wsp_ggml_backend_t, graph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_copy {
+pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
+    backend: wsp_ggml_backend_t,
+    graph: *mut wsp_ggml_cgraph,
+) -> wsp_ggml_backend_graph_copy {
     let func = "wsp_ggml_backend_graph_copy";
     guard(func, || graph_copy::graph_copy(BackendRef::arg(backend, func, "backend"), self::graph(graph, func, "graph")))
 }

@@ -99,10 +99,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_size(buffer: wsp_ggml_backe
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(
-    buffer: wsp_ggml_backend_buffer_t,
-    tensor: *mut wsp_ggml_tensor,
-) -> usize {
+pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize {
     let func = "wsp_ggml_backend_buffer_get_alloc_size";
     guard(func, || BufferRef::arg(buffer, func).alloc_size(self::tensor(tensor, func, "tensor")))
 }
@@ -126,9 +123,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_ba
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_get_backend(tensor: *const wsp_ggml_tensor) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_get_backend";
-    guard(func, || {
-        backend::tensor_backend(self::tensor(tensor, func, "tensor")).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
-    })
+    guard(func, || backend::tensor_backend(self::tensor(tensor, func, "tensor")).map_or(core::ptr::null_mut(), BackendRef::as_ptr))
 }
 
 #[no_mangle]
@@ -161,23 +156,13 @@ pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backen
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(
-    tensor: *mut wsp_ggml_tensor,
-    data: *const c_void,
-    offset: usize,
-    size: usize,
-) {
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set_async";
     guard(func, || backend::tensor_set_async(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(
-    tensor: *const wsp_ggml_tensor,
-    data: *mut c_void,
-    offset: usize,
-    size: usize,
-) {
+pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get_async";
     guard(func, || backend::tensor_get_async(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
@@ -313,7 +298,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sch
     guard(func, || {
         if !sched.is_null() {
             let _ = self::sched(sched, func); // not from inside its own compute
-            // SAFETY: made by Box::into_raw in sched_new; freed once.
+                                              // SAFETY: made by Box::into_raw in sched_new; freed once.
             drop(unsafe { Box::from_raw(sched.cast::<Sched>()) });
         }
     })
@@ -330,13 +315,19 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_bac
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> wsp_ggml_tallocr_t {
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
+    sched: wsp_ggml_backend_sched_t,
+    backend: wsp_ggml_backend_t,
+) -> wsp_ggml_tallocr_t {
     let func = "wsp_ggml_backend_sched_get_tallocr";
     guard(func, || self::sched(sched, func).get_tallocr(BackendRef::arg(backend, func, "backend"), func))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> wsp_ggml_backend_buffer_t {
+pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
+    sched: wsp_ggml_backend_sched_t,
+    backend: wsp_ggml_backend_t,
+) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_sched_get_buffer";
     guard(func, || self::sched_ref(sched, func).get_buffer(BackendRef::arg(backend, func, "backend"), func))
 }

@@ -3,7 +3,7 @@
 //! split, when the graph is indexed; the passes only index arrays).
 
 use super::table::{Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
-use super::{copy_name, Rule, CopyOf, NodeInfo, Patch, Sched, Split, NONE};
+use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split, NONE};
 use std::collections::HashMap;
 
 use crate::backend::BackendRef;
@@ -94,7 +94,8 @@ impl Planner<'_> {
     #[inline(always)]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(self.backends, t);
-        self.st.table.info[slot as usize] = SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
+        self.st.table.info[slot as usize] =
+            SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
             self.st.reuse.unlisted.push(slot);
         }
@@ -210,7 +211,10 @@ impl Planner<'_> {
             let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
             fatal(
                 func,
-                &format!("tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends", t.name_lossy()),
+                &format!(
+                    "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
+                    t.name_lossy()
+                ),
             );
         }
         loc
@@ -222,7 +226,6 @@ impl Planner<'_> {
         let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end as usize };
         start..self.st.nodes[i].srcs_end as usize
     }
-
 }
 
 impl Sched {
@@ -258,7 +261,14 @@ impl Sched {
 
     /// The passes over this scheduler's tables.
     fn planner(&mut self) -> Planner<'_> {
-        Planner { st: &mut self.st, backends: &self.backends, user: &self.user, debug: self.debug, measuring: self.measuring, lenient: false }
+        Planner {
+            st: &mut self.st,
+            backends: &self.backends,
+            user: &self.user,
+            debug: self.debug,
+            measuring: self.measuring,
+            lenient: false,
+        }
     }
 
     /// Returns whether the plan was lenient (see `Planner::lenient`).
@@ -269,7 +279,6 @@ impl Sched {
         self.view_splits(graph);
         Ok(lenient)
     }
-
 }
 
 impl Planner<'_> {
@@ -765,7 +774,6 @@ impl Planner<'_> {
         }
         Ok(())
     }
-
 }
 
 impl Sched {
@@ -779,9 +787,7 @@ impl Sched {
         for split in &st.splits {
             // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
             // the graph's node (and gradient) arrays.
-            let (nodes, grads) = unsafe {
-                (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) })
-            };
+            let (nodes, grads) = unsafe { (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) }) };
             st.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
         }
     }
@@ -827,4 +833,3 @@ pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
     };
     backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u16)
 }
-

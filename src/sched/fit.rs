@@ -112,7 +112,8 @@ impl Sched {
     fn grow(&mut self, i: usize, need: usize, made_here: bool) -> bool {
         // One alignment unit more than the need: the last free block then
         // never runs out (the plan is checked again all the same).
-        let size = need.saturating_add(self.backends[i].alignment().max(1)).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
+        let size =
+            need.saturating_add(self.backends[i].alignment().max(1)).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
         if self.debug {
             eprintln!(
                 "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",

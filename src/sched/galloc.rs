@@ -304,7 +304,12 @@ impl Galloc {
             let src = self.tensor(self.slots[i].vsrc);
             fatal(
                 func,
-                &format!("view '{}' of '{}' cannot be placed: '{}' has no memory (no data, no backend to allocate it on)", t.name_lossy(), src.name_lossy(), src.name_lossy()),
+                &format!(
+                    "view '{}' of '{}' cannot be placed: '{}' has no memory (no data, no backend to allocate it on)",
+                    t.name_lossy(),
+                    src.name_lossy(),
+                    src.name_lossy()
+                ),
             );
         }
         let offs = self.tensor(id).get().view_offs;
@@ -345,7 +350,8 @@ impl Galloc {
             for &p in srcs {
                 let ps = self.slots[p as usize];
                 // only memory of this allocator's buffer is reused
-                if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 || !t.same_layout(self.tensor(p)) {
+                if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 || !t.same_layout(self.tensor(p))
+                {
                     continue;
                 }
                 if ps.vsrc == NONE {
@@ -382,7 +388,13 @@ impl Galloc {
         let size = padded(arena.buffer.alloc_size(self.tensor(id)), arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[n.backend as usize].free(offset, size).is_none() {
-            fatal(func, &format!("the compute buffer of '{}' has too many free blocks (ggml-alloc's limit is 256)", arena.buffer.backend().map_or_else(String::new, |b| b.name_lossy())));
+            fatal(
+                func,
+                &format!(
+                    "the compute buffer of '{}' has too many free blocks (ggml-alloc's limit is 256)",
+                    arena.buffer.backend().map_or_else(String::new, |b| b.name_lossy())
+                ),
+            );
         }
         self.steps.push(Step::Free { id });
     }

@@ -35,7 +35,6 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 
-
 /// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
 const NONE: u32 = u32::MAX;
 
@@ -268,11 +267,7 @@ impl Sched {
             Some(i) => i as u16,
             None => fatal(
                 func,
-                &format!(
-                    "argument 'backend' ('{}') is not one of the scheduler's {} backends",
-                    backend.name_lossy(),
-                    self.backends.len()
-                ),
+                &format!("argument 'backend' ('{}') is not one of the scheduler's {} backends", backend.name_lossy(), self.backends.len()),
             ),
         }
     }
@@ -524,8 +519,8 @@ impl Sched {
                 }
             }
         }
-        let copy_backend = tensor_backend(copy)
-            .unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
+        let copy_backend =
+            tensor_backend(copy).unwrap_or_else(|| fatal(func, &format!("the copy of split input '{}' has no buffer", input.name_lossy())));
         check(copy_backend == backend, func, || format!("the copy of split input '{}' is not on its split's backend", input.name_lossy()));
         if input.buffer().is_null() {
             // Plain host memory (a tensor or a view of one whose data the

@@ -116,7 +116,10 @@ impl Planner<'_> {
             let end = n.srcs_end as usize;
             let srcs = &st.srcs[start..end];
             let src = &t.get().src;
-            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s)) || src.get(srcs.len()).is_some_and(|p| !p.is_null()) || !same(t, n.slot, n.vsrc) {
+            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s))
+                || src.get(srcs.len()).is_some_and(|p| !p.is_null())
+                || !same(t, n.slot, n.vsrc)
+            {
                 return false;
             }
             let i = info[n.slot as usize];
@@ -146,7 +149,6 @@ impl Planner<'_> {
             self.backends[assign as usize].supports_op(node)
         }
     }
-
 }
 
 impl Sched {

@@ -102,7 +102,7 @@ mod tests {
         let c = m.alloc(100).unwrap();
         assert_eq!((a, b, c), (0, 100, 150));
         m.free(a, 100).unwrap(); // hole [0, 100)
-        // fits the hole: taken from it, not from the tail
+                                 // fits the hole: taken from it, not from the tail
         assert_eq!(m.alloc(60), Some(0));
         // does not fit the remaining hole [60, 100): the tail
         assert_eq!(m.alloc(80), Some(250));

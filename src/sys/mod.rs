@@ -35,8 +35,7 @@ pub struct wsp_ggml_backend_buffer_i {
     /// get base pointer
     pub get_base: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void>,
     /// pre-allocation callback
-    pub get_alloc_size:
-        Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize>,
+    pub get_alloc_size: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize>,
     /// post-allocation callback
     pub init_tensor: Option<unsafe extern "C" fn(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor)>,
     /// pre-free callback
@@ -76,36 +75,20 @@ pub struct wsp_ggml_backend_i {
     pub get_alignment: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t) -> usize>,
     /// tensor data access; may be asynchronous, `synchronize` waits for completion
     pub set_tensor_async: Option<
-        unsafe extern "C" fn(
-            backend: wsp_ggml_backend_t,
-            tensor: *mut wsp_ggml_tensor,
-            data: *const c_void,
-            offset: usize,
-            size: usize,
-        ),
+        unsafe extern "C" fn(backend: wsp_ggml_backend_t, tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize),
     >,
     pub get_tensor_async: Option<
-        unsafe extern "C" fn(
-            backend: wsp_ggml_backend_t,
-            tensor: *const wsp_ggml_tensor,
-            data: *mut c_void,
-            offset: usize,
-            size: usize,
-        ),
+        unsafe extern "C" fn(backend: wsp_ggml_backend_t, tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize),
     >,
     pub synchronize: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t)>,
     /// (optional) copy tensor between different backends, allow for single-copy transfers
-    pub cpy_tensor_from:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
-    pub cpy_tensor_to:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
+    pub cpy_tensor_from: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
+    pub cpy_tensor_to: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor)>,
     /// compute graph with a plan
-    pub graph_plan_create: Option<
-        unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t,
-    >,
+    pub graph_plan_create:
+        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t>,
     pub graph_plan_free: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
-    pub graph_plan_compute:
-        Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
+    pub graph_plan_compute: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t)>,
     /// compute graph without a plan
     pub graph_compute: Option<unsafe extern "C" fn(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph)>,
     /// check if the backend supports an operation

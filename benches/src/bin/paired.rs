@@ -45,7 +45,10 @@ struct Paired {
 
 impl Paired {
     fn json(&self) -> String {
-        format!("\"a_ns\":{:.1},\"b_ns\":{:.1},\"ratio\":{:.4},\"ratio_q1\":{:.4},\"ratio_q3\":{:.4}", self.a, self.b, self.ratio, self.q1, self.q3)
+        format!(
+            "\"a_ns\":{:.1},\"b_ns\":{:.1},\"ratio\":{:.4},\"ratio_q1\":{:.4},\"ratio_q3\":{:.4}",
+            self.a, self.b, self.ratio, self.q1, self.q3
+        )
     }
 }
 
@@ -159,7 +162,11 @@ fn main() {
                     step(1);
                     let p = run(rounds, step, reps as f64);
                     let name = format!("{op:?}").to_lowercase();
-                    println!("{{\"bench\":\"tensor_{name}_vs_memcpy\",\"impl\":\"{}\",\"size\":{size},\"rounds\":{rounds},{}}}", imp.name, p.json());
+                    println!(
+                        "{{\"bench\":\"tensor_{name}_vs_memcpy\",\"impl\":\"{}\",\"size\":{size},\"rounds\":{rounds},{}}}",
+                        imp.name,
+                        p.json()
+                    );
                 }
             }
         }
