@@ -55,6 +55,18 @@ fn main() {
     println!("cargo:rustc-env=FFI_OUT_DIR={}", out.display());
     println!("cargo:rustc-env=FFI_CC={}", cc.path().display());
     println!("cargo:rustc-env=FFI_CXX={}", cxx.path().display());
+    let target = std::env::var("TARGET").unwrap();
+    let host = std::env::var("HOST").unwrap();
+    println!("cargo:rustc-env=FFI_TARGET={target}");
+    // binutils of the target's architecture (Debian's cross packages)
+    let prefix = match target.split('-').next().unwrap() {
+        _ if target == host => "",
+        "aarch64" => "aarch64-linux-gnu-",
+        a if a.starts_with("arm") => "arm-linux-gnueabihf-",
+        "i686" | "i586" => "i686-linux-gnu-",
+        _ => "",
+    };
+    println!("cargo:rustc-env=FFI_TOOL_PREFIX={prefix}");
 }
 
 /// The flags every C file of ggml is built with, in both builds.

@@ -247,7 +247,9 @@ impl TensorRef {
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
     pub fn same_layout(self, other: TensorRef) -> bool {
         let (a, b) = (self.get(), other.get());
-        a.type_ == b.type_ && a.ne == b.ne && a.nb == b.nb
+        // (copies: no reference into a struct that is packed on 32-bit ARM)
+        let (ane, bne) = (a.ne, b.ne);
+        a.type_ == b.type_ && ane == bne && a.nb == b.nb
     }
 }
 

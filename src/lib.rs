@@ -30,3 +30,11 @@ mod graph_copy;
 mod ptrmap;
 mod sched;
 mod sys;
+
+/// Every struct layout fact the crate relies on, as (C expression, value
+/// in this build): ffi-tests compiles the expressions with the target's C
+/// compiler against the original headers and compares. Not part of the C API.
+#[doc(hidden)]
+pub fn layouts() -> Vec<(&'static str, usize)> {
+    sys::layouts().collect()
+}

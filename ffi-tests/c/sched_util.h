@@ -124,7 +124,9 @@ static SU_UNUSED struct wsp_ggml_context * su_graph_ctx(size_t n_tensors, size_t
 // A no-alloc context over one fixed memory block: the same build sequence
 // gives tensors at the same addresses every time (graphs "rebuilt" between
 // computes, as programs do with a reused context buffer).
-static unsigned char su_fixed_mem[1 << 20];
+// aligned as ggml asserts (WSP_GGML_MEM_ALIGN is 16 on 64-bit targets; a
+// plain char array is 1-aligned, which crashed both builds on aarch64)
+static _Alignas(16) unsigned char su_fixed_mem[1 << 20];
 
 static SU_UNUSED struct wsp_ggml_context * su_fixed_ctx(void) {
     struct wsp_ggml_init_params p = { sizeof(su_fixed_mem), su_fixed_mem, true };

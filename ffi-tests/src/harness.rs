@@ -71,9 +71,58 @@ fn newest_artifact(file: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{file} not found under {}: build the workspace first", dir.display()))
 }
 
-/// Our static library, built by cargo as a dependency of this crate.
-pub fn staticlib() -> PathBuf {
+/// The static library cargo built (as a dependency of this crate): Rust's
+/// std and compiler-builtins still global in it.
+pub fn raw_staticlib() -> PathBuf {
     newest_artifact("libwsp_ggml_backend.a")
+}
+
+/// The static library users link: the one cargo built, passed through
+/// `scripts/staticlib` (prelinked, every symbol but the API local). Made
+/// once per test process, next to the C builds.
+pub fn staticlib() -> PathBuf {
+    static SHIPPED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SHIPPED
+        .get_or_init(|| {
+            let raw = raw_staticlib();
+            let out = out_dir().join("dist").join(PROFILE).join("libwsp_ggml_backend.a");
+            let o = Command::new(crate::headers::workspace_root().join("scripts/staticlib"))
+                .args(["--target", env!("FFI_TARGET"), "--from"])
+                .arg(&raw)
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .expect("run scripts/staticlib");
+            assert!(o.status.success(), "scripts/staticlib failed:\n{}", String::from_utf8_lossy(&o.stderr));
+            out
+        })
+        .clone()
+}
+
+/// The profile of this test build (debug or release), for naming.
+const PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+
+/// The target's binutils program `name` (FFI_TOOL_PREFIX: e.g.
+/// `aarch64-linux-gnu-` when testing a cross build; empty on the host).
+pub fn binutil(name: &str) -> String {
+    format!("{}{name}", env!("FFI_TOOL_PREFIX"))
+}
+
+/// Symbols an object or archive defines as global or weak (readelf, which,
+/// unlike nm with binutils' LLVM plugin, never chokes on embedded bitcode).
+pub fn global_symbols(path: &Path) -> Vec<String> {
+    let o = Command::new(binutil("readelf")).arg("-sW").arg(path).output().expect("run readelf (binutils)");
+    assert!(o.status.success(), "readelf failed: {}", String::from_utf8_lossy(&o.stderr));
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && (f[4] == "GLOBAL" || f[4] == "WEAK") && f[6] != "UND").then(|| f[7].to_string())
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 pub fn cdylib() -> PathBuf {
@@ -82,6 +131,13 @@ pub fn cdylib() -> PathBuf {
 
 /// The system libraries our staticlib needs (`rustc --print native-static-libs`).
 pub const NATIVE_STATIC_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+
+/// Link flags for every test program, from FFI_LDFLAGS at test time (e.g.
+/// the i686 loader and rpath of the cross toolchain, so that 32-bit
+/// programs run natively on an x86_64 host without i386 system libraries).
+pub fn extra_ldflags() -> Vec<String> {
+    std::env::var("FFI_LDFLAGS").unwrap_or_default().split_whitespace().map(String::from).collect()
+}
 
 fn bin_dir(flavour: Flavour) -> PathBuf {
     let d = out_dir().join("bin").join(flavour.tag());
@@ -102,12 +158,17 @@ pub fn build_with(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &
 /// Like [`build`] with our flavour, but linking the given static library
 /// (e.g. a release build) instead of the one cargo built for the tests.
 pub fn build_against(name: &str, sources: &[&str], staticlib: &Path) -> PathBuf {
-    build_full(name, sources, Flavour::Ours, &[], Some(staticlib))
+    build_full(name, sources, Flavour::Ours, &[], Some(&[staticlib]))
 }
 
-fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str], lib: Option<&Path>) -> PathBuf {
+/// Like [`build_against`], with several libraries in place of ours.
+pub fn build_against_libs(name: &str, sources: &[&str], libs: &[&Path]) -> PathBuf {
+    build_full(name, sources, Flavour::Ours, &[], Some(libs))
+}
+
+fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str], libs: Option<&[&Path]>) -> PathBuf {
     let out = out_dir();
-    let exe = bin_dir(flavour).join(if lib.is_some() { format!("{name}-custom-lib") } else { name.to_string() });
+    let exe = bin_dir(flavour).join(if libs.is_some() { format!("{name}-custom-lib") } else { name.to_string() });
     let headers = match flavour {
         Flavour::Ours => include_dir(),
         Flavour::Original => out.join("ref"),
@@ -128,13 +189,17 @@ fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&st
     cmd.arg("-o").arg(&exe).arg("-Wl,--start-group");
     match flavour {
         Flavour::Ours => {
-            cmd.arg(out.join("libggml_alloc_ours.a")).arg(lib.map_or_else(staticlib, Path::to_path_buf));
+            cmd.arg(out.join("libggml_alloc_ours.a"));
+            match libs {
+                Some(libs) => cmd.args(libs),
+                None => cmd.arg(staticlib()),
+            };
         }
         Flavour::Original => {
             cmd.arg(out.join("libggml_alloc_ref.a")).arg(out.join("libggml_backend_ref.a"));
         }
     }
-    cmd.arg(out.join("libggml_core.a")).arg("-Wl,--end-group").args(NATIVE_STATIC_LIBS);
+    cmd.arg(out.join("libggml_core.a")).arg("-Wl,--end-group").args(NATIVE_STATIC_LIBS).args(extra_ldflags());
     let o = cmd.output().expect("run the C compiler");
     assert!(
         o.status.success(),
@@ -146,10 +211,26 @@ fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&st
     exe
 }
 
+/// A command that runs the test program `exe`: directly, or through the
+/// emulator named by FFI_RUNNER when testing another architecture (e.g.
+/// `qemu-aarch64-static -L /usr/aarch64-linux-gnu`, set by scripts/test-cross).
+pub fn command(exe: &Path) -> Command {
+    let runner = std::env::var("FFI_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(prog) => {
+            let mut c = Command::new(prog);
+            c.args(words).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    }
+}
+
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     // Test backends print every graph they compute (see test_backend.c), so
     // node assignments and split boundaries are compared too.
-    Command::new(exe).args(args).env("TEST_BACKEND_LOG", "1").output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+    command(exe).args(args).env("TEST_BACKEND_LOG", "1").output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
 }
 
 fn describe(o: &Output) -> String {

@@ -50,10 +50,10 @@ fn misuse_aborts_with_a_message_naming_the_function() {
 #[test]
 fn debug_output_only_when_asked() {
     let exe = harness::build("sched_two", &["sched_two.c", "test_backend.c"], Flavour::Ours);
-    let quiet = std::process::Command::new(&exe).output().unwrap();
+    let quiet = harness::command(&exe).output().unwrap();
     assert!(quiet.status.success());
     assert!(quiet.stderr.is_empty(), "unexpected stderr: {}", String::from_utf8_lossy(&quiet.stderr));
-    let loud = std::process::Command::new(&exe).env("WSP_GGML_SCHED_DEBUG", "1").output().unwrap();
+    let loud = harness::command(&exe).env("WSP_GGML_SCHED_DEBUG", "1").output().unwrap();
     assert!(loud.status.success());
     let err = String::from_utf8_lossy(&loud.stderr);
     assert!(err.contains("## SPLIT #0: "), "no split listing in:\n{err}");

@@ -42,8 +42,15 @@ pub const WSP_GGML_OPS_IN_PLACE: [c_int; 15] = [
     57, // UNARY
 ];
 
+// On 32-bit ARM, int64_t fields make ggml's tensor and graph structs
+// 8-aligned in C, but ggml places them in its context at WSP_GGML_MEM_ALIGN,
+// which is 4 on 32-bit targets: real tensors and graphs sit at 4-aligned
+// addresses there. The mirrors ask for no more than 4 on that architecture
+// (packed(4): the same offsets, checked by ffi-tests), so that reading them
+// from Rust is defined behaviour; elsewhere they are plain repr(C).
 /// `struct wsp_ggml_tensor` (ggml.h).
-#[repr(C)]
+#[cfg_attr(target_arch = "arm", repr(C, packed(4)))]
+#[cfg_attr(not(target_arch = "arm"), repr(C))]
 pub struct wsp_ggml_tensor {
     pub type_: c_int,
     pub backend: c_int,
@@ -65,6 +72,9 @@ pub struct wsp_ggml_tensor {
     pub name: [c_char; WSP_GGML_MAX_NAME],
     pub extra: *mut c_void,
     pub padding: [c_char; 12],
+    /// C's tail padding to a multiple of 8 (packed(4) leaves it out).
+    #[cfg(target_arch = "arm")]
+    pub _tail: [u8; 4],
 }
 
 /// `struct wsp_ggml_hash_set` (ggml.h), inside `struct wsp_ggml_cgraph`.
@@ -75,8 +85,9 @@ pub struct wsp_ggml_hash_set {
     pub keys: *mut *mut wsp_ggml_tensor,
 }
 
-/// `struct wsp_ggml_cgraph` (ggml.h).
-#[repr(C)]
+/// `struct wsp_ggml_cgraph` (ggml.h; 4-aligned on 32-bit ARM, see above).
+#[cfg_attr(target_arch = "arm", repr(C, packed(4)))]
+#[cfg_attr(not(target_arch = "arm"), repr(C))]
 #[derive(Clone, Copy)]
 pub struct wsp_ggml_cgraph {
     pub size: c_int,
@@ -137,44 +148,77 @@ pub(crate) struct FreeBlock {
 /// `MAX_FREE_BLOCKS` of ggml-alloc.c.
 pub(crate) const TALLOCR_MAX_FREE_BLOCKS: usize = 256;
 
-/// Sizes and offsets as gcc lays out ggml.h's structs on each target
-/// (64-bit, and 32-bit x86, where `int64_t` is 4-aligned inside structs);
-/// other targets are checked from C by ffi-tests' layout_check.c.
+/// The layout facts the crate relies on, each as the C expression that
+/// gives it and the Rust value. Every entry becomes a row of a table (`$table`)
+/// that ffi-tests compares with the target's C compiler on every tested
+/// architecture (`layouts()`, tests/abi.rs), and, on 64-bit and 32-bit x86
+/// targets, also a compile-time assertion against the value gcc gives there
+/// (so that a build for those targets fails early, before any test).
+/// Entries without gcc's values (`"c" expr;`) are checked by ffi-tests only.
 macro_rules! layout {
-    ($($x:expr => $b64:expr, $x86:expr;)*) => {
+    ($table:ident: $($c:literal $x:expr $(=> $b64:expr, $x86:expr)?;)*) => {
         const _: () = {
-            $(
+            $($(
                 #[cfg(target_pointer_width = "64")]
                 assert!($x == $b64);
                 #[cfg(all(target_arch = "x86", target_pointer_width = "32"))]
                 assert!($x == $x86);
-            )*
+            )?)*
         };
+        pub(crate) const $table: &[(&str, usize)] = &[$(($c, $x)),*];
     };
 }
 pub(crate) use layout;
 
 use core::mem::{offset_of, size_of};
 layout! {
-    size_of::<wsp_ggml_tensor>() => 352, 276;
-    offset_of!(wsp_ggml_tensor, buffer) => 8, 8;
-    offset_of!(wsp_ggml_tensor, n_dims) => 16, 12;
-    offset_of!(wsp_ggml_tensor, ne) => 24, 16;
-    offset_of!(wsp_ggml_tensor, nb) => 56, 48;
-    offset_of!(wsp_ggml_tensor, op) => 88, 64;
-    offset_of!(wsp_ggml_tensor, is_param) => 156, 132;
-    offset_of!(wsp_ggml_tensor, src) => 168, 140;
-    offset_of!(wsp_ggml_tensor, view_src) => 240, 184;
-    offset_of!(wsp_ggml_tensor, data) => 256, 192;
-    offset_of!(wsp_ggml_tensor, name) => 264, 196;
-    offset_of!(wsp_ggml_tensor, extra) => 328, 260;
-    size_of::<wsp_ggml_cgraph>() => 80, 56;
-    offset_of!(wsp_ggml_cgraph, visited_hash_table) => 40, 24;
-    offset_of!(wsp_ggml_cgraph, order) => 56, 32;
-    offset_of!(wsp_ggml_cgraph, perf_time_us) => 72, 48;
-    size_of::<wsp_ggml_hash_set>() => 16, 8;
-    size_of::<wsp_ggml_cplan>() => 40, 20;
-    offset_of!(wsp_ggml_cplan, abort_callback) => 24, 12;
+    GGML_LAYOUT:
+    "sizeof(struct wsp_ggml_tensor)" size_of::<wsp_ggml_tensor>() => 352, 276;
+    "offsetof(struct wsp_ggml_tensor, buffer)" offset_of!(wsp_ggml_tensor, buffer) => 8, 8;
+    "offsetof(struct wsp_ggml_tensor, n_dims)" offset_of!(wsp_ggml_tensor, n_dims) => 16, 12;
+    "offsetof(struct wsp_ggml_tensor, ne)" offset_of!(wsp_ggml_tensor, ne) => 24, 16;
+    "offsetof(struct wsp_ggml_tensor, nb)" offset_of!(wsp_ggml_tensor, nb) => 56, 48;
+    "offsetof(struct wsp_ggml_tensor, op)" offset_of!(wsp_ggml_tensor, op) => 88, 64;
+    "offsetof(struct wsp_ggml_tensor, is_param)" offset_of!(wsp_ggml_tensor, is_param) => 156, 132;
+    "offsetof(struct wsp_ggml_tensor, src)" offset_of!(wsp_ggml_tensor, src) => 168, 140;
+    "offsetof(struct wsp_ggml_tensor, view_src)" offset_of!(wsp_ggml_tensor, view_src) => 240, 184;
+    "offsetof(struct wsp_ggml_tensor, data)" offset_of!(wsp_ggml_tensor, data) => 256, 192;
+    "offsetof(struct wsp_ggml_tensor, name)" offset_of!(wsp_ggml_tensor, name) => 264, 196;
+    "offsetof(struct wsp_ggml_tensor, extra)" offset_of!(wsp_ggml_tensor, extra) => 328, 260;
+    "sizeof(struct wsp_ggml_cgraph)" size_of::<wsp_ggml_cgraph>() => 80, 56;
+    "offsetof(struct wsp_ggml_cgraph, visited_hash_table)" offset_of!(wsp_ggml_cgraph, visited_hash_table) => 40, 24;
+    "offsetof(struct wsp_ggml_cgraph, order)" offset_of!(wsp_ggml_cgraph, order) => 56, 32;
+    "offsetof(struct wsp_ggml_cgraph, perf_time_us)" offset_of!(wsp_ggml_cgraph, perf_time_us) => 72, 48;
+    "sizeof(struct wsp_ggml_hash_set)" size_of::<wsp_ggml_hash_set>() => 16, 8;
+    "sizeof(struct wsp_ggml_cplan)" size_of::<wsp_ggml_cplan>() => 40, 20;
+    "offsetof(struct wsp_ggml_cplan, abort_callback)" offset_of!(wsp_ggml_cplan, abort_callback) => 24, 12;
+    "offsetof(struct wsp_ggml_tensor, type)" offset_of!(wsp_ggml_tensor, type_);
+    "offsetof(struct wsp_ggml_tensor, backend)" offset_of!(wsp_ggml_tensor, backend);
+    "offsetof(struct wsp_ggml_tensor, op_params)" offset_of!(wsp_ggml_tensor, op_params);
+    "offsetof(struct wsp_ggml_tensor, grad)" offset_of!(wsp_ggml_tensor, grad);
+    "offsetof(struct wsp_ggml_tensor, perf_runs)" offset_of!(wsp_ggml_tensor, perf_runs);
+    "offsetof(struct wsp_ggml_tensor, perf_cycles)" offset_of!(wsp_ggml_tensor, perf_cycles);
+    "offsetof(struct wsp_ggml_tensor, perf_time_us)" offset_of!(wsp_ggml_tensor, perf_time_us);
+    "offsetof(struct wsp_ggml_tensor, view_offs)" offset_of!(wsp_ggml_tensor, view_offs);
+    "offsetof(struct wsp_ggml_tensor, padding)" offset_of!(wsp_ggml_tensor, padding);
+    "offsetof(struct wsp_ggml_cgraph, size)" offset_of!(wsp_ggml_cgraph, size);
+    "offsetof(struct wsp_ggml_cgraph, n_nodes)" offset_of!(wsp_ggml_cgraph, n_nodes);
+    "offsetof(struct wsp_ggml_cgraph, n_leafs)" offset_of!(wsp_ggml_cgraph, n_leafs);
+    "offsetof(struct wsp_ggml_cgraph, nodes)" offset_of!(wsp_ggml_cgraph, nodes);
+    "offsetof(struct wsp_ggml_cgraph, grads)" offset_of!(wsp_ggml_cgraph, grads);
+    "offsetof(struct wsp_ggml_cgraph, leafs)" offset_of!(wsp_ggml_cgraph, leafs);
+    "offsetof(struct wsp_ggml_cgraph, perf_runs)" offset_of!(wsp_ggml_cgraph, perf_runs);
+    "offsetof(struct wsp_ggml_cgraph, perf_cycles)" offset_of!(wsp_ggml_cgraph, perf_cycles);
+    "offsetof(struct wsp_ggml_hash_set, size)" offset_of!(wsp_ggml_hash_set, size);
+    "offsetof(struct wsp_ggml_hash_set, keys)" offset_of!(wsp_ggml_hash_set, keys);
+    "offsetof(struct wsp_ggml_cplan, work_size)" offset_of!(wsp_ggml_cplan, work_size);
+    "offsetof(struct wsp_ggml_cplan, work_data)" offset_of!(wsp_ggml_cplan, work_data);
+    "offsetof(struct wsp_ggml_cplan, n_threads)" offset_of!(wsp_ggml_cplan, n_threads);
+    "offsetof(struct wsp_ggml_cplan, abort_callback_data)" offset_of!(wsp_ggml_cplan, abort_callback_data);
+    "sizeof(struct wsp_ggml_init_params)" size_of::<wsp_ggml_init_params>();
+    "offsetof(struct wsp_ggml_init_params, mem_size)" offset_of!(wsp_ggml_init_params, mem_size);
+    "offsetof(struct wsp_ggml_init_params, mem_buffer)" offset_of!(wsp_ggml_init_params, mem_buffer);
+    "offsetof(struct wsp_ggml_init_params, no_alloc)" offset_of!(wsp_ggml_init_params, no_alloc);
 }
 
 /// Opaque `struct wsp_ggml_context` (ggml.h).

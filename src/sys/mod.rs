@@ -9,8 +9,10 @@
 //! - the backend and buffer structs of `ggml-backend-impl.h`, which cbindgen
 //!   writes into the generated headers (the interfaces that C backends fill).
 //!
-//! Sizes and offsets are checked at compile time here (64-bit and 32-bit x86
-//! targets) and again from C in `ffi-tests` (layout_check.c).
+//! Sizes and offsets: each fact the crate relies on is listed once with the
+//! C expression that gives it (`layout!`); ffi-tests compares every one
+//! with the target's C compiler on each tested architecture, and 64-bit and
+//! 32-bit x86 builds also assert gcc's values at compile time.
 
 #![allow(non_camel_case_types)]
 
@@ -52,11 +54,18 @@ pub struct wsp_ggml_backend_buffer {
 }
 
 ggml::layout! {
-    size_of::<wsp_ggml_backend_buffer_i>() => 40, 20;
-    size_of::<wsp_ggml_backend_buffer>() => 64, 32;
-    offset_of!(wsp_ggml_backend_buffer, backend) => 40, 20;
-    offset_of!(wsp_ggml_backend_buffer, context) => 48, 24;
-    offset_of!(wsp_ggml_backend_buffer, size) => 56, 28;
+    BUFFER_LAYOUT:
+    "sizeof(struct wsp_ggml_backend_buffer_i)" size_of::<wsp_ggml_backend_buffer_i>() => 40, 20;
+    "sizeof(struct wsp_ggml_backend_buffer)" size_of::<wsp_ggml_backend_buffer>() => 64, 32;
+    "offsetof(struct wsp_ggml_backend_buffer, backend)" offset_of!(wsp_ggml_backend_buffer, backend) => 40, 20;
+    "offsetof(struct wsp_ggml_backend_buffer, context)" offset_of!(wsp_ggml_backend_buffer, context) => 48, 24;
+    "offsetof(struct wsp_ggml_backend_buffer, size)" offset_of!(wsp_ggml_backend_buffer, size) => 56, 28;
+    "offsetof(struct wsp_ggml_backend_buffer, iface)" offset_of!(wsp_ggml_backend_buffer, iface);
+    "offsetof(struct wsp_ggml_backend_buffer_i, free_buffer)" offset_of!(wsp_ggml_backend_buffer_i, free_buffer);
+    "offsetof(struct wsp_ggml_backend_buffer_i, get_base)" offset_of!(wsp_ggml_backend_buffer_i, get_base);
+    "offsetof(struct wsp_ggml_backend_buffer_i, get_alloc_size)" offset_of!(wsp_ggml_backend_buffer_i, get_alloc_size);
+    "offsetof(struct wsp_ggml_backend_buffer_i, init_tensor)" offset_of!(wsp_ggml_backend_buffer_i, init_tensor);
+    "offsetof(struct wsp_ggml_backend_buffer_i, free_tensor)" offset_of!(wsp_ggml_backend_buffer_i, free_tensor);
 }
 
 pub type wsp_ggml_backend_t = *mut wsp_ggml_backend;
@@ -103,7 +112,28 @@ pub struct wsp_ggml_backend {
 }
 
 ggml::layout! {
-    size_of::<wsp_ggml_backend_i>() => 112, 56;
-    size_of::<wsp_ggml_backend>() => 120, 60;
-    offset_of!(wsp_ggml_backend, context) => 112, 56;
+    BACKEND_LAYOUT:
+    "sizeof(struct wsp_ggml_backend_i)" size_of::<wsp_ggml_backend_i>() => 112, 56;
+    "sizeof(struct wsp_ggml_backend)" size_of::<wsp_ggml_backend>() => 120, 60;
+    "offsetof(struct wsp_ggml_backend, context)" offset_of!(wsp_ggml_backend, context) => 112, 56;
+    "offsetof(struct wsp_ggml_backend, iface)" offset_of!(wsp_ggml_backend, iface);
+    "offsetof(struct wsp_ggml_backend_i, get_name)" offset_of!(wsp_ggml_backend_i, get_name);
+    "offsetof(struct wsp_ggml_backend_i, free)" offset_of!(wsp_ggml_backend_i, free);
+    "offsetof(struct wsp_ggml_backend_i, alloc_buffer)" offset_of!(wsp_ggml_backend_i, alloc_buffer);
+    "offsetof(struct wsp_ggml_backend_i, get_alignment)" offset_of!(wsp_ggml_backend_i, get_alignment);
+    "offsetof(struct wsp_ggml_backend_i, set_tensor_async)" offset_of!(wsp_ggml_backend_i, set_tensor_async);
+    "offsetof(struct wsp_ggml_backend_i, get_tensor_async)" offset_of!(wsp_ggml_backend_i, get_tensor_async);
+    "offsetof(struct wsp_ggml_backend_i, synchronize)" offset_of!(wsp_ggml_backend_i, synchronize);
+    "offsetof(struct wsp_ggml_backend_i, cpy_tensor_from)" offset_of!(wsp_ggml_backend_i, cpy_tensor_from);
+    "offsetof(struct wsp_ggml_backend_i, cpy_tensor_to)" offset_of!(wsp_ggml_backend_i, cpy_tensor_to);
+    "offsetof(struct wsp_ggml_backend_i, graph_plan_create)" offset_of!(wsp_ggml_backend_i, graph_plan_create);
+    "offsetof(struct wsp_ggml_backend_i, graph_plan_free)" offset_of!(wsp_ggml_backend_i, graph_plan_free);
+    "offsetof(struct wsp_ggml_backend_i, graph_plan_compute)" offset_of!(wsp_ggml_backend_i, graph_plan_compute);
+    "offsetof(struct wsp_ggml_backend_i, graph_compute)" offset_of!(wsp_ggml_backend_i, graph_compute);
+    "offsetof(struct wsp_ggml_backend_i, supports_op)" offset_of!(wsp_ggml_backend_i, supports_op);
+}
+
+/// Every layout fact the crate relies on: (C expression, Rust value).
+pub fn layouts() -> impl Iterator<Item = (&'static str, usize)> {
+    GGML_LAYOUT.iter().chain(BUFFER_LAYOUT).chain(BACKEND_LAYOUT).copied()
 }
