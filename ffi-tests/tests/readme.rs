@@ -80,7 +80,7 @@ fn run_link_line(line: &str, tag: &str) -> PathBuf {
             "ggml.o" => cmd.arg(object("ggml.o")),
             "ggml-quants.o" => cmd.arg(object("ggml-quants.o")),
             "ggml-alloc.o" => cmd.arg(&alloc_ours),
-            "target/release/libwsp_ggml_backend.a" => cmd.arg(harness::staticlib()),
+            "target/release/dist/libwsp_ggml_backend.a" => cmd.arg(harness::staticlib()),
             "-Ltarget/release" => cmd.arg(format!("-L{}", so_dir.display())),
             other => cmd.arg(other),
         };
