@@ -3,6 +3,8 @@
 
 #![allow(non_camel_case_types)]
 
+use crate::prelude::*;
+
 use core::ffi::{c_char, c_void, CStr};
 use core::ptr::NonNull;
 

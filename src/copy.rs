@@ -1,5 +1,7 @@
 //! Copying a tensor between backends.
 
+use crate::prelude::*;
+
 use crate::backend::{backend_of, tensor_get, tensor_set};
 use crate::fatal::check;
 use crate::ggml::TensorRef;

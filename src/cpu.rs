@@ -1,5 +1,7 @@
 //! The CPU backend: host memory, computed by ggml.c's `wsp_ggml_graph_compute`.
 
+use crate::prelude::*;
+
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::{self, NonNull};
 

@@ -9,6 +9,8 @@
 
 #![allow(non_camel_case_types)]
 
+use crate::prelude::*;
+
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::ptr::NonNull;
 

@@ -2,6 +2,8 @@
 //! node by node (upstream ggml's `graph_copy` / `compare_graph_backend`), for
 //! testing a new backend against the CPU backend.
 
+use crate::prelude::*;
+
 use core::ffi::c_void;
 
 use crate::backend::BackendRef;
@@ -40,7 +42,7 @@ fn count_reachable(graph: GraphRef) -> usize {
     seen.clear(graph.n_nodes() * 2 + 16);
     let mut stack: Vec<TensorRef> = graph.nodes().collect();
     while let Some(t) = stack.pop() {
-        let (_, new) = seen.get_or_insert_with(t.as_ptr() as usize, || 0);
+        let (_, new) = seen.get_or_insert_with(t.as_ptr() as usize as u64, || 0);
         if new {
             stack.extend(t.srcs().map(|(_, s)| s));
             stack.extend(t.view_src());
@@ -61,7 +63,7 @@ fn new_context(n_tensors: usize, graph_size: usize, func: &str) -> *mut wsp_ggml
 
 impl Copier {
     fn dup(&mut self, src: TensorRef) -> TensorRef {
-        if let Some(i) = self.ids.get(src.as_ptr() as usize) {
+        if let Some(i) = self.ids.get(src.as_ptr() as usize as u64) {
             return self.copies[i as usize];
         }
         let allocated = !src.data().is_null() && src.view_src().is_none();
@@ -79,7 +81,7 @@ impl Copier {
             dst.set_src(j, s_copy);
         }
         let next = self.copies.len() as u32;
-        self.ids.get_or_insert_with(src.as_ptr() as usize, || next);
+        self.ids.get_or_insert_with(src.as_ptr() as usize as u64, || next);
         self.copies.push(dst);
         self.initialised.push(false);
         if allocated {
@@ -90,7 +92,7 @@ impl Copier {
 
     /// Copy data of allocated tensors and point views at their copied sources.
     fn init(&mut self, src: TensorRef) {
-        let i = self.ids.get(src.as_ptr() as usize).expect("duplicated before init") as usize;
+        let i = self.ids.get(src.as_ptr() as usize as u64).expect("duplicated before init") as usize;
         if self.initialised[i] {
             return;
         }
@@ -163,7 +165,7 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_grap
     let copy = unsafe { ggml::wsp_ggml_new_graph_custom(c.ctx_allocated, graph_size, false) };
     check(!copy.is_null(), func, || "wsp_ggml_new_graph_custom failed".into());
     for (i, node) in graph.nodes().enumerate() {
-        let id = c.ids.get(node.as_ptr() as usize).expect("every node was duplicated") as usize;
+        let id = c.ids.get(node.as_ptr() as usize as u64).expect("every node was duplicated") as usize;
         // SAFETY: the new graph has room for graph_size >= n_nodes nodes.
         unsafe { *(*copy).nodes.add(i) = c.copies[id].as_ptr() };
     }

@@ -18,6 +18,12 @@
 //! Only `ffi` is public: everything the library offers is its C API; the
 //! other modules are private, so that the dead-code lint sees all of them.
 
+// Without std wherever panics abort (every build users link): no std
+// machinery (backtraces, symbolization) in the library. See platform.rs.
+#![cfg_attr(not(any(feature = "std", panic = "unwind")), no_std)]
+
+extern crate alloc;
+
 mod backend;
 mod buffer;
 mod copy;
@@ -27,6 +33,8 @@ pub mod ffi;
 /// cbindgen:ignore
 mod ggml;
 mod graph_copy;
+mod platform;
+mod prelude;
 mod ptrmap;
 mod sched;
 mod sys;
@@ -35,6 +43,6 @@ mod sys;
 /// in this build): ffi-tests compiles the expressions with the target's C
 /// compiler against the original headers and compares. Not part of the C API.
 #[doc(hidden)]
-pub fn layouts() -> Vec<(&'static str, usize)> {
+pub fn layouts() -> alloc::vec::Vec<(&'static str, usize)> {
     sys::layouts().collect()
 }

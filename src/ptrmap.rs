@@ -1,13 +1,18 @@
-//! A small open-addressing map from tensor address to a dense index.
+//! A small open-addressing map from a 64-bit key (a tensor address, or a
+//! packed pair of indices) to a 32-bit value.
 //!
-//! Used by graph_copy.rs to map a graph's tensors to their copies. Slots
+//! Used by graph_copy.rs to map a graph's tensors to their copies, and by
+//! the scheduler for user assignments, input copies and the placement's
+//! extra tensors (the crate has no std, hence no HashMap). Slots
 //! carry a generation number, so emptying the map is O(1) (bump the
 //! generation) instead of rewriting the whole table; the table grows with
 //! the graph and never shrinks.
 
+use crate::prelude::*;
+
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    key: usize,
+    key: u64,
     val: u32,
     /// The slot is occupied iff `gen` equals the map's current generation.
     gen: u32,
@@ -27,21 +32,24 @@ impl Default for PtrMap {
 }
 
 impl PtrMap {
-    pub fn new() -> Self {
-        PtrMap { slots: vec![Slot::default(); 16], gen: 1, len: 0, shift: 64 - 4 }
+    /// An empty map; it allocates on its first insertion.
+    pub const fn new() -> Self {
+        PtrMap { slots: Vec::new(), gen: 1, len: 0, shift: 64 }
     }
 
     #[inline]
-    fn slot(&self, key: usize) -> usize {
-        // Fibonacci hashing on the address (tensors are at least 8-aligned).
-        // (in 64 bits on every target: `shift` counts from 64)
-        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    fn slot(&self, key: u64) -> usize {
+        // Fibonacci hashing: the multiplication spreads keys with equal low
+        // bits (aligned addresses, packed indices) over the high bits taken.
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
     }
 
     /// Empty the map, making room for `expected` keys without rehashing.
     pub fn clear(&mut self, expected: usize) {
         let want = (expected + expected / 3 + 1).next_power_of_two().max(16);
-        if want > self.slots.len() {
+        if self.slots.is_empty() && expected == 0 {
+            // still nothing allocated: stay so
+        } else if want > self.slots.len() {
             self.slots = vec![Slot::default(); want];
             self.shift = 64 - want.trailing_zeros();
             self.gen = 1;
@@ -58,13 +66,15 @@ impl PtrMap {
         self.len
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     #[inline]
-    pub fn get(&self, key: usize) -> Option<u32> {
+    pub fn get(&self, key: u64) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
         let mask = self.slots.len() - 1;
         let mut i = self.slot(key);
         loop {
@@ -81,7 +91,7 @@ impl PtrMap {
 
     /// The value for `key`, inserting `make()` if absent. Returns (value, inserted).
     #[inline]
-    pub fn get_or_insert_with(&mut self, key: usize, make: impl FnOnce() -> u32) -> (u32, bool) {
+    pub fn get_or_insert_with(&mut self, key: u64, make: impl FnOnce() -> u32) -> (u32, bool) {
         // Keep the load at most 3/4: probes stay short, the table small.
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
@@ -104,10 +114,33 @@ impl PtrMap {
         }
     }
 
+    /// Set the value for `key`, whether it was there or not.
+    pub fn insert(&mut self, key: u64, val: u32) {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let gen = self.gen;
+        let mut i = self.slot(key);
+        loop {
+            let s = &mut self.slots[i];
+            if s.gen != gen {
+                *s = Slot { key, val, gen };
+                self.len += 1;
+                return;
+            }
+            if s.key == key {
+                s.val = val;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     fn grow(&mut self) {
         let gen = self.gen;
-        let old = std::mem::take(&mut self.slots);
-        let cap = old.len() * 2;
+        let old = core::mem::take(&mut self.slots);
+        let cap = (old.len() * 2).max(16);
         self.slots = vec![Slot::default(); cap];
         self.shift = 64 - cap.trailing_zeros();
         self.gen = 1;
@@ -127,14 +160,16 @@ mod tests {
     #[test]
     fn insert_get_grow_clear() {
         let mut m = PtrMap::new();
-        for round in 0..3 {
-            for i in 1..=1000usize {
+        assert_eq!(m.get(5), None, "empty, unallocated");
+        m.clear(0);
+        for round in 0..3u64 {
+            for i in 1..=1000u64 {
                 let (v, ins) = m.get_or_insert_with(i * 368, || (i + round) as u32);
                 assert!(ins);
                 assert_eq!(v, (i + round) as u32);
             }
             assert_eq!(m.len(), 1000);
-            for i in 1..=1000usize {
+            for i in 1..=1000u64 {
                 assert_eq!(m.get(i * 368), Some((i + round) as u32));
                 assert_eq!(m.get_or_insert_with(i * 368, || 0), ((i + round) as u32, false));
             }
@@ -143,6 +178,20 @@ mod tests {
             assert!(m.is_empty());
             assert_eq!(m.get(368), None);
         }
+    }
+
+    #[test]
+    fn insert_overwrites() {
+        let mut m = PtrMap::new();
+        for k in 0..100u64 {
+            m.insert(k << 16 | 3, k as u32);
+        }
+        for k in 0..100u64 {
+            m.insert(k << 16 | 3, 1000 + k as u32);
+        }
+        assert_eq!(m.len(), 100);
+        assert!((0..100u64).all(|k| m.get(k << 16 | 3) == Some(1000 + k as u32)));
+        assert_eq!(m.get(3 << 16 | 2), None);
     }
 
     #[test]

@@ -39,53 +39,48 @@ pub fn include_dir() -> PathBuf {
     crate::headers::workspace_root().join("include")
 }
 
-/// Directory of the cargo profile the tests run in (target/debug or target/release).
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test binary>
-    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+/// The library as users build it, in a target folder of its own (so that
+/// it never waits on the test build's lock): `cargo build -p
+/// wsp_ggml_backend --profile dev-abort`, which aborts on panic like the
+/// release profile, so the library is the `no_std` one users link (the test
+/// build's copy has std and unwinds: see src/platform.rs), with debug
+/// assertions on (they caught misaligned tensors on armv7). For the target
+/// under test. Built once per test process; returns its folder.
+pub fn library_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = crate::headers::workspace_root();
+        let target_dir = root.join("target").join("ffi-lib");
+        let target = env!("FFI_TARGET");
+        let o = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "wsp_ggml_backend", "--profile", "dev-abort", "--target", target])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(&root)
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .expect("run cargo");
+        assert!(o.status.success(), "building the library failed:\n{}", String::from_utf8_lossy(&o.stderr));
+        target_dir.join(target).join("dev-abort")
+    })
+    .clone()
 }
 
-/// The newest `file` cargo produced in this profile. Built as a dependency of
-/// ffi-tests, the library lands in `deps/`; built as a workspace member it is
-/// also copied to the profile directory. Taking the newest copy means the
-/// tests always link the library that was compiled for this test run.
-fn newest_artifact(file: &str) -> PathBuf {
-    let dir = profile_dir();
-    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
-    let ext = file.rsplit_once('.').map_or("", |(_, e)| e);
-    let mut candidates = vec![dir.join(file), dir.join("deps").join(file)];
-    if let Ok(rd) = std::fs::read_dir(dir.join("deps")) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&format!("{stem}-")) && name.ends_with(&format!(".{ext}")) {
-                candidates.push(e.path());
-            }
-        }
-    }
-    candidates
-        .into_iter()
-        .filter_map(|p| std::fs::metadata(&p).and_then(|m| m.modified()).ok().map(|t| (t, p)))
-        .max()
-        .map(|(_, p)| p)
-        .unwrap_or_else(|| panic!("{file} not found under {}: build the workspace first", dir.display()))
-}
-
-/// The static library cargo built (as a dependency of this crate): Rust's
-/// std and compiler-builtins still global in it.
+/// The static library cargo built (see [`library_dir`]): Rust's core,
+/// alloc and compiler-builtins still global in it.
 pub fn raw_staticlib() -> PathBuf {
-    newest_artifact("libwsp_ggml_backend.a")
+    library_dir().join("libwsp_ggml_backend.a")
 }
 
-/// The static library users link: the one cargo built, passed through
-/// `scripts/staticlib` (prelinked, every symbol but the API local). Made
-/// once per test process, next to the C builds.
+/// The static library users link: the one of [`library_dir`], passed
+/// through `scripts/staticlib` (prelinked, every symbol but the API local).
+/// Made once per test process, next to the C builds.
 pub fn staticlib() -> PathBuf {
     static SHIPPED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     SHIPPED
         .get_or_init(|| {
             let raw = raw_staticlib();
-            let out = out_dir().join("dist").join(PROFILE).join("libwsp_ggml_backend.a");
+            let out = out_dir().join("dist").join("libwsp_ggml_backend.a");
             let o = Command::new(crate::headers::workspace_root().join("scripts/staticlib"))
                 .args(["--target", env!("FFI_TARGET"), "--from"])
                 .arg(&raw)
@@ -98,9 +93,6 @@ pub fn staticlib() -> PathBuf {
         })
         .clone()
 }
-
-/// The profile of this test build (debug or release), for naming.
-const PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
 
 /// The target's binutils program `name` (FFI_TOOL_PREFIX: e.g.
 /// `aarch64-linux-gnu-` when testing a cross build; empty on the host).
@@ -125,8 +117,9 @@ pub fn global_symbols(path: &Path) -> Vec<String> {
     v
 }
 
+/// The shared library, built with [`library_dir`].
 pub fn cdylib() -> PathBuf {
-    newest_artifact("libwsp_ggml_backend.so")
+    library_dir().join("libwsp_ggml_backend.so")
 }
 
 /// The system libraries our staticlib needs (`rustc --print native-static-libs`).

@@ -193,7 +193,16 @@ fn release_build_behaves_like_the_test_build() {
         .output()
         .expect("run cargo");
     assert!(o.status.success(), "release build failed:\n{}", String::from_utf8_lossy(&o.stderr));
-    let lib = target.join("release").join("libwsp_ggml_backend.a");
+    let raw = target.join("release").join("libwsp_ggml_backend.a");
+    let lib = target.join("release").join("dist").join("libwsp_ggml_backend.a");
+    let o = Command::new(root.join("scripts/staticlib"))
+        .arg("--from")
+        .arg(&raw)
+        .arg("--out")
+        .arg(&lib)
+        .output()
+        .expect("run scripts/staticlib");
+    assert!(o.status.success(), "scripts/staticlib: {}", String::from_utf8_lossy(&o.stderr));
     let exe = harness::build_against("ours_extras", &["ours_extras.c"], &lib);
     let r = harness::run(&exe, &[]);
     assert!(r.status.success(), "release build: {}", String::from_utf8_lossy(&r.stderr));

@@ -53,6 +53,10 @@ fn link_traced(name: &str, sources: &[&str], lib: &Path, traced: &[&str]) -> (Pa
         .arg(out.join("libggml_core.a"))
         .arg("-Wl,--no-whole-archive")
         .arg(lib)
+        // (for whatever the archive's pulled members need: cargo's archive
+        // may bring in the library's code with a libm copy)
+        .arg(out.join("libggml_alloc_ours.a"))
+        .arg(out.join("libggml_core.a"))
         .args(harness::NATIVE_STATIC_LIBS)
         .args(harness::extra_ldflags());
     for t in traced {

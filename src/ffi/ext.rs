@@ -4,6 +4,8 @@
 
 #![allow(non_camel_case_types)]
 
+use crate::prelude::*;
+
 use core::ffi::{c_int, c_void};
 
 use super::{graph, sched, sched_ref, tensor, wsp_ggml_backend_sched_t};

@@ -12,6 +12,8 @@
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)] // the contract is the C header's, stated above
 
+use crate::prelude::*;
+
 use core::ffi::{c_char, c_int, c_void};
 
 use crate::backend::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef};

@@ -2,9 +2,11 @@
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
 //! split, when the graph is indexed; the passes only index arrays).
 
+use crate::prelude::*;
+
 use super::table::{Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
 use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split, NONE};
-use std::collections::HashMap;
+use crate::ptrmap::PtrMap;
 
 use crate::backend::BackendRef;
 use crate::buffer::BufferRef;
@@ -29,7 +31,7 @@ struct Best {
 pub(super) struct Planner<'a> {
     pub st: &'a mut super::State,
     pub backends: &'a [BackendRef],
-    pub user: &'a HashMap<usize, u16>,
+    pub user: &'a PtrMap,
     pub debug: bool,
     /// Planning for `init_measure`/`reserve`: only sizes come of it, so
     /// what the original let through there is let through (see `lenient`).
@@ -158,7 +160,7 @@ impl Planner<'_> {
     #[cold]
     fn applicable_user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         let t = self.tensor(slot);
-        let b = *self.user.get(&(t.as_ptr() as usize))?;
+        let b = self.user.get(t.as_ptr() as usize as u64)? as u16;
         let why = if self.loc(slot) != NO_BACKEND || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc != NONE {
@@ -169,7 +171,7 @@ impl Planner<'_> {
             return Some(b);
         };
         if self.debug {
-            eprintln!(
+            crate::platform::errln!(
                 "wsp_ggml_backend_sched: set_node_backend('{}', '{}') not applied: {why}",
                 t.name_lossy(),
                 self.backends[b as usize].name_lossy()
@@ -222,7 +224,7 @@ impl Planner<'_> {
 
     /// Sources of node `i` (slots).
     #[inline]
-    fn node_srcs(&self, i: usize) -> std::ops::Range<usize> {
+    fn node_srcs(&self, i: usize) -> core::ops::Range<usize> {
         let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end as usize };
         start..self.st.nodes[i].srcs_end as usize
     }
@@ -307,7 +309,7 @@ impl Planner<'_> {
         st.leafs.clear();
         st.nodes.clear();
         st.srcs.clear();
-        st.copy_index.clear();
+        st.copy_index.clear(0);
         st.copy_of.clear();
         st.splits.clear();
         st.inputs.clear();
@@ -524,7 +526,7 @@ impl Planner<'_> {
                 let owner = self.tensor(r);
                 if self.info(r).has(SlotInfo::COMPUTED) && !all_cpu[b as usize] && !self.backends[b as usize].supports_op(owner) {
                     if self.debug {
-                        eprintln!(
+                        crate::platform::errln!(
                             "wsp_ggml_backend_sched: node '{}' stays on '{}', which does not support it: it works in the \
                              memory of '{}', which '{}' does not support either",
                             node.name_lossy(),
@@ -749,12 +751,13 @@ impl Planner<'_> {
     /// The copy of tensor `sid` on backend `b`, planned once per graph and
     /// backend (made by `make_copies`).
     fn copy_for(&mut self, sid: u32, b: u16) -> u32 {
-        if let Some(&c) = self.st.copy_index.get(&(sid, b)) {
+        let key = u64::from(sid) << 16 | u64::from(b);
+        if let Some(c) = self.st.copy_index.get(key) {
             return c;
         }
         let c = self.st.copy_of.len() as u32;
         self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0, slot: NONE });
-        self.st.copy_index.insert((sid, b), c);
+        self.st.copy_index.insert(key, c);
         c
     }
 

@@ -13,6 +13,8 @@
 //! until the next `init_measure`/`reserve` or `sched_free`. Buffers grow by at
 //! least half their size, so retired memory stays below twice the current.
 
+use crate::prelude::*;
+
 use super::galloc::{Arena, TooSmall};
 use super::Sched;
 use crate::buffer::BufferRef;
@@ -60,7 +62,7 @@ impl Sched {
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max[b];
             if self.debug {
-                eprintln!(
+                crate::platform::errln!(
                     "wsp_ggml_backend_sched: the split needs {need} bytes of the compute buffer of '{}' ({} bytes)",
                     self.backends[b].name_lossy(),
                     arenas[b].buffer.size()
@@ -70,12 +72,12 @@ impl Sched {
                 grown[b] = true;
             } else if !self.user.is_empty() {
                 if self.debug {
-                    eprintln!(
+                    crate::platform::errln!(
                         "wsp_ggml_backend_sched: '{}' cannot allocate a larger compute buffer: set_node_backend is not applied in this compute",
                         self.backends[b].name_lossy()
                     );
                 }
-                self.user.clear();
+                self.user.clear(0);
                 self.st.unpatch();
                 self.split_graph(graph, func);
             } else {
@@ -115,7 +117,7 @@ impl Sched {
         let size =
             need.saturating_add(self.backends[i].alignment().max(1)).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
         if self.debug {
-            eprintln!(
+            crate::platform::errln!(
                 "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",
                 self.backends[i].name_lossy(),
                 self.buffer_sizes[i]
@@ -129,7 +131,7 @@ impl Sched {
         // SAFETY: a live buffer of ours, freed after its allocator.
         let new = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
         self.grown_buffers.push(buffer);
-        let old = std::mem::replace(&mut self.tallocs[i], new);
+        let old = core::mem::replace(&mut self.tallocs[i], new);
         if made_here {
             // made by this compute's previous growth, never handed out,
             // nothing placed in it (plans are applied only when they fit)
@@ -195,7 +197,7 @@ impl Sched {
 
     /// Free the allocators that growth replaced.
     pub(super) fn free_retired(&mut self) {
-        for t in std::mem::take(&mut self.retired) {
+        for t in core::mem::take(&mut self.retired) {
             self.free_talloc(t);
         }
     }

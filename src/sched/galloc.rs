@@ -21,8 +21,10 @@
 //! with no backend, a view of memory that does not exist) the compute stops
 //! with a message naming the tensor.
 
+use crate::prelude::*;
+
+use crate::ptrmap::PtrMap;
 use core::ffi::c_void;
-use std::collections::HashMap;
 
 use super::table::{Table, NO_BACKEND};
 use super::talloc_model::Model;
@@ -116,7 +118,7 @@ pub(super) struct Galloc {
     slots: Vec<Slot>,
     ptr: Vec<*mut wsp_ggml_tensor>,
     /// Tensors met that the table does not hold (ids from the table's size on).
-    extra: HashMap<usize, u32>,
+    extra: PtrMap,
     steps: Vec<Step>,
     models: Vec<Model>,
     /// How far into each buffer the plan went (ggml-alloc's `max_size`).
@@ -233,7 +235,7 @@ impl Galloc {
     /// Read what the plan needs of every tensor in the table.
     fn load(&mut self, table: &Table) {
         let keys = table.keys();
-        self.extra.clear();
+        self.extra.clear(0);
         self.ptr.clear();
         self.ptr.extend_from_slice(keys);
         self.slots.clear();
@@ -271,11 +273,11 @@ impl Galloc {
         if let Some(slot) = table.find(t) {
             return slot;
         }
-        if let Some(&id) = self.extra.get(&(t as usize)) {
+        if let Some(id) = self.extra.get(t as usize as u64) {
             return id;
         }
         let id = self.ptr.len() as u32;
-        self.extra.insert(t as usize, id);
+        self.extra.insert(t as usize as u64, id);
         self.ptr.push(t);
         // a source or view source of a tensor of the graph: live for the call
         let (data, buffer, view_src) = {

@@ -16,6 +16,8 @@
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
 //!   place them, planned before anything is touched (galloc.rs).
 
+use crate::prelude::*;
+
 mod assign;
 mod fit;
 mod galloc;
@@ -25,15 +27,14 @@ mod talloc_model;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::ffi::CStr;
-use std::time::Instant;
+use core::ffi::CStr;
 
 use crate::backend::{tensor_backend, BackendRef};
 use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ptrmap::PtrMap;
 
 /// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
 const NONE: u32 = u32::MAX;
@@ -77,7 +78,7 @@ struct Split {
     i_start: usize,
     i_end: usize,
     /// Range in `State::inputs`.
-    inputs: std::ops::Range<usize>,
+    inputs: core::ops::Range<usize>,
 }
 
 /// One graph node: its slot, its view source's slot (or NONE), and where its
@@ -150,7 +151,7 @@ struct State {
     /// Source slots of all nodes, back to back (see NodeInfo).
     srcs: Vec<u32>,
     /// Index in `copies` of the copy of (tensor slot, backend).
-    copy_index: HashMap<(u32, u16), u32>,
+    copy_index: PtrMap,
     /// Input copies; boxed so their addresses stay put while the vector grows
     /// (graph nodes point at them). Reused across computes.
     #[allow(clippy::vec_box)]
@@ -194,8 +195,9 @@ pub struct BackendStats {
     pub compute_ns: u64,
 }
 
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+/// Nanoseconds from `from` to `to` (platform::now_ns readings).
+fn nanos(from: u64, to: u64) -> u64 {
+    to.saturating_sub(from)
 }
 
 pub struct Sched {
@@ -208,7 +210,7 @@ pub struct Sched {
     measured: bool,
     debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
-    user: HashMap<usize, u16>,
+    user: PtrMap,
     eval_callback: Option<(EvalCallback, usize)>,
     /// Compute allocators replaced by larger ones during a compute (fit.rs),
     /// alive until the next measure or `sched_free`.
@@ -244,8 +246,8 @@ impl Sched {
             galloc: galloc::Galloc::default(),
             buffer_sizes: vec![0; backends.len()],
             measured: false,
-            debug: std::env::var_os("WSP_GGML_SCHED_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
-            user: HashMap::new(),
+            debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
+            user: PtrMap::new(),
             eval_callback: None,
             retired: Vec::new(),
             grown_buffers: Vec::new(),
@@ -284,7 +286,7 @@ impl Sched {
 
     pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
         let i = self.index_of(backend, "wsp_ggml_backend_sched_set_node_backend");
-        self.user.insert(node.as_ptr() as usize, i);
+        self.user.insert(node.as_ptr() as usize as u64, u32::from(i));
     }
 
     /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
@@ -363,7 +365,7 @@ impl Sched {
         st.splits.clear();
         st.inputs.clear();
         st.patches.clear();
-        st.copy_index.clear();
+        st.copy_index.clear(0);
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
     }
@@ -454,14 +456,14 @@ impl Sched {
             unsafe { ggml::wsp_ggml_tallocr_reset(t) };
         }
         self.st.unpatch();
-        self.user.clear();
+        self.user.clear(0);
     }
 
     /// # Safety
     /// As for [`Sched::graph_compute`].
     unsafe fn compute_splits(this: *mut Sched, func: &str) {
         // One clock read per phase boundary: a phase ends where the next begins.
-        let mut now = Instant::now();
+        let mut now = crate::platform::now_ns();
         // SAFETY: the caller's (a read of the split count).
         let n_splits = unsafe { (*this).st.splits.len() };
         for k in 0..n_splits {
@@ -475,13 +477,13 @@ impl Sched {
                 for i in split.inputs.clone() {
                     bytes += s.copy_input(i, backend, func);
                 }
-                let copied = Instant::now();
+                let copied = crate::platform::now_ns();
                 let stats = &mut s.backend_stats[split.backend as usize];
                 stats.n_splits += 1;
                 stats.n_copies += split.inputs.len() as u32;
                 stats.bytes_copied += bytes;
                 if !split.inputs.is_empty() {
-                    stats.copy_ns += nanos(copied - now);
+                    stats.copy_ns += nanos(now, copied);
                 }
                 s.split_stats[k].bytes_copied = bytes;
                 (backend, s.st.split_graphs[k], s.eval_callback, copied)
@@ -493,10 +495,10 @@ impl Sched {
                 }
                 Some((cb, user_data)) => compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void),
             };
-            now = Instant::now();
+            now = crate::platform::now_ns();
             // SAFETY: the caller's; the backend and callbacks are done.
             let s = unsafe { &mut *this };
-            s.backend_stats[s.st.splits[k].backend as usize].compute_ns += nanos(now - copied);
+            s.backend_stats[s.st.splits[k].backend as usize].compute_ns += nanos(copied, now);
             if !go_on {
                 break;
             }
@@ -542,10 +544,15 @@ impl Sched {
 
     /// Print the assignments and splits of the last split_graph to stderr.
     fn print_assignments(&self, graph: GraphRef) {
-        use std::io::Write;
+        use core::fmt::Write;
         let st = &self.st;
         let name = |a: u16| if a == table::NO_BACKEND { "NULL".to_string() } else { self.backends[a as usize].name_lossy() };
-        let mut out = std::io::stderr().lock();
+        // (one line, one write; a long listing never sits whole in memory)
+        let mut out = String::new();
+        let flush = |out: &mut String| {
+            crate::platform::write_stderr(out.as_bytes());
+            out.clear();
+        };
         let mut k = 0;
         for i in 0..graph.n_nodes() {
             if k < st.splits.len() && i == st.splits[k].i_start {
@@ -556,6 +563,7 @@ impl Sched {
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }
                 let _ = writeln!(out);
+                flush(&mut out);
                 k += 1;
             }
             let node = graph.node(i);
@@ -574,6 +582,7 @@ impl Sched {
                 let _ = write!(out, " <- {}", show(src));
             }
             let _ = writeln!(out);
+            flush(&mut out);
         }
     }
 }
@@ -638,7 +647,7 @@ impl Drop for Sched {
         // Leave the user's graph as it was even if dropped mid-way.
         self.st.unpatch();
         self.free_retired();
-        for t in std::mem::take(&mut self.tallocs) {
+        for t in core::mem::take(&mut self.tallocs) {
             self.free_talloc(t);
         }
     }

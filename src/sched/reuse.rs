@@ -22,6 +22,8 @@
 //! are then. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
+use crate::prelude::*;
+
 use super::assign::{cpu_backends, locate, next_supporting, refresh_copy, Planner};
 use super::table::{SlotInfo, NO_BACKEND};
 use super::{Rule, Sched};

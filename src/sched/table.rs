@@ -7,6 +7,8 @@
 //! (galloc.rs), so per-tensor facts and decisions are plain arrays indexed
 //! by slot, with no hashing after registration.
 
+use crate::prelude::*;
+
 use super::Rule;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
@@ -198,10 +200,10 @@ impl Table {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
             let size = exact.unwrap_or_else(|| next_prime(want));
-            self.keys = vec![std::ptr::null_mut(); size];
+            self.keys = vec![core::ptr::null_mut(); size];
             self.info = vec![SlotInfo::EMPTY; size];
         } else {
-            self.keys.fill(std::ptr::null_mut());
+            self.keys.fill(core::ptr::null_mut());
             self.info.fill(SlotInfo::EMPTY);
         }
         self.len = 0;

@@ -5,6 +5,8 @@
 //! the buffer's base. Where ggml-alloc would stop the process ("not enough
 //! space", "out of free blocks") the model says None.
 
+use crate::prelude::*;
+
 /// `MAX_FREE_BLOCKS` of ggml-alloc.c.
 const MAX_FREE_BLOCKS: usize = 256;
 

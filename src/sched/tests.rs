@@ -2,8 +2,8 @@
 //! ggml: tensors, graphs, buffers and backends are plain structs made here,
 //! and the few ggml functions the passes reach are stubbed below.
 
+use crate::ptrmap::PtrMap;
 use core::ffi::{c_char, c_int, c_void};
-use std::collections::HashMap;
 
 use super::assign::Planner;
 use super::galloc::{Arena, Galloc, TooSmall};
@@ -164,7 +164,7 @@ impl World {
 
 /// The passes' result for the world's graph (the graph is left patched:
 /// `st.unpatch()` gives it back).
-fn plan(w: &mut World, user: &HashMap<usize, u16>) -> State {
+fn plan(w: &mut World, user: &PtrMap) -> State {
     let backends = w.refs();
     let mut g = w.graph();
     let graph = GraphRef::new(&mut g).unwrap();
@@ -204,7 +204,7 @@ fn pass1_leafs_and_nodes_go_where_their_memory_is() {
     unsafe { (*dst).op = OP_MUL };
     unsafe { (*dst).src[0] = n0 };
     w.nodes.push(dst);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, wa), (0, Rule::Leaf));
     assert_eq!(assigned(&st, xb), (1, Rule::Leaf));
     // equal sizes: the source with the better priority (A) wins
@@ -218,7 +218,7 @@ fn the_source_rule_prefers_priority_only_at_least_as_large() {
     let small_a = w.leaf(4, Some(0));
     let big_b = w.leaf(64, Some(1));
     let n = w.node(OP_MUL_MAT, 4, &[big_b, small_a]);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     // A has the better priority but its source is smaller: B's stays
     assert_eq!(assigned(&st, n), (1, Rule::Src(0)));
 }
@@ -230,7 +230,7 @@ fn pass2_and_pass3_follow_sources_then_consumers() {
     let wb = w.leaf(8, Some(1));
     let n0 = w.node(OP_ADD, 8, &[wb, wb]);
     let n1 = w.node(OP_MUL, 8, &[n0, free]);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, n1), (1, Rule::Pass2Src(0)));
     assert_eq!(assigned(&st, free), (1, Rule::FromConsumer));
     assert_eq!(splits(&st), vec![(1, 0, 2, 0)]);
@@ -244,7 +244,7 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     let n0 = w.node(OP_ADD, 8, &[wa, wa]); // A
     let n1 = w.node(OP_MUL, 8, &[wb, n0]); // B (wb first), needs n0
     let n2 = w.node(OP_ADD, 8, &[wb, n0]); // B, needs n0 again: same copy
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, n1).0, 1);
     assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 3, 1)]);
     // both consumers read the one copy of n0 on B
@@ -267,7 +267,7 @@ fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
     let n0 = w.node(OP_ADD, 8, &[wa, wa]);
     let n1 = w.node(OP_MUL_MAT, 8, &[n0, n0]);
     let n2 = w.node(OP_ADD, 8, &[n1, n1]);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, n0).0, 0);
     assert_eq!(assigned(&st, n1), (1, Rule::Unsupported));
     // moves come after pass 2: the node after it keeps the backend its
@@ -283,7 +283,9 @@ fn user_assignments_apply_to_fresh_nodes_not_to_views() {
     let n0 = w.node(OP_ADD, 8, &[wa, wa]);
     let v = w.view(n0, 4);
     let n1 = w.node(OP_MUL, 4, &[v, v]);
-    let user: HashMap<usize, u16> = [(n0 as usize, 1), (v as usize, 0)].into_iter().collect();
+    let mut user = PtrMap::new();
+    user.insert(n0 as usize as u64, 1);
+    user.insert(v as usize as u64, 0);
     let st = plan(&mut w, &user);
     assert_eq!(assigned(&st, n0), (1, Rule::User));
     // the view works in n0's memory: it stays with it
@@ -303,7 +305,7 @@ fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
     let v = w.view(host, 4);
     // SAFETY: as above: a view whose data the caller set.
     unsafe { (*v).data = 0x2000 as *mut c_void };
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, v).0, NO_BACKEND);
 }
 
@@ -313,7 +315,7 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
     let backends = w.refs();
     let mut g = w.graph();
     let graph = GraphRef::new(&mut g).unwrap();
-    let user = HashMap::new();
+    let user = PtrMap::new();
     Planner { st, backends: &backends, user: &user, debug: false, measuring: false, lenient: false }.still_valid(graph)
 }
 
@@ -348,7 +350,7 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         // B's source first, then A's (better priority): their sizes decide
         let n0 = w.node(OP_ADD, 8, &[xb, wa]);
         let n1 = w.node(OP_MUL, 8, &[n0, xb]);
-        let mut st = plan(&mut w, &HashMap::new());
+        let mut st = plan(&mut w, &PtrMap::new());
         st.unpatch();
         st.reuse.valid = true;
         assert!(!st.reuse.sizes.is_empty(), "the source rule compared sizes");
@@ -370,7 +372,7 @@ fn an_in_place_node_follows_memory_that_pass3_places() {
     let n2 = w.node(OP_ADD, 8, &[a, w0]);
     // SAFETY: our own tensor: add_inplace's result is a view of a.
     unsafe { (*n2).view_src = a };
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, n1).0, 1);
     assert_eq!(assigned(&st, a), (1, Rule::FromConsumer));
     assert_eq!(assigned(&st, n2), (1, Rule::FollowsMemory));
@@ -428,7 +430,7 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     let n1 = w.node(OP_ADD, 8, &[n0, wa]); // in place in n0
     let n2 = w.node(OP_MUL_MAT, 8, &[n1, wa]); // not in place: 32 bytes at 32
     let n3 = w.node(OP_MUL_MAT, 8, &[n2, wa]); // n0's memory is free again: at 0
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
     let mut g = Galloc::default();
     assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
@@ -452,7 +454,7 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
     let wa = w.leaf(8, Some(0));
     let n0 = w.node(OP_MUL_MAT, 8, &[wa, wa]);
     let n1 = w.node(OP_MUL_MAT, 8, &[n0, wa]);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 48);
     let mut g = Galloc::default();
     assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, "test"), Err(TooSmall(0))));
@@ -472,7 +474,7 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     // SAFETY: our own tensor.
     unsafe { (*v).view_offs = 16 };
     let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
-    let st = plan(&mut w, &HashMap::new());
+    let st = plan(&mut w, &PtrMap::new());
     let (_bufs, mut arenas) = compute_buffers(&mut w, 1024);
     arenas[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
     let mut g = Galloc::default();
