@@ -89,52 +89,48 @@ impl PtrMap {
         }
     }
 
-    /// The value for `key`, inserting `make()` if absent. Returns (value, inserted).
+    /// The slot of `key`, or the free slot where it goes (`false`), after
+    /// making room for one more key: the load stays at most 3/4, so probes
+    /// stay short and the table small.
     #[inline]
-    pub fn get_or_insert_with(&mut self, key: u64, make: impl FnOnce() -> u32) -> (u32, bool) {
-        // Keep the load at most 3/4: probes stay short, the table small.
+    fn entry(&mut self, key: u64) -> (usize, bool) {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let mask = self.slots.len() - 1;
-        let gen = self.gen;
         let mut i = self.slot(key);
         loop {
-            let s = &mut self.slots[i];
-            if s.gen != gen {
-                let v = make();
-                *s = Slot { key, val: v, gen };
-                self.len += 1;
-                return (v, true);
+            let s = &self.slots[i];
+            if s.gen != self.gen {
+                return (i, false);
             }
             if s.key == key {
-                return (s.val, false);
+                return (i, true);
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// The value for `key`, inserting `make()` if absent. Returns (value, inserted).
+    #[inline]
+    pub fn get_or_insert_with(&mut self, key: u64, make: impl FnOnce() -> u32) -> (u32, bool) {
+        let (i, found) = self.entry(key);
+        if found {
+            return (self.slots[i].val, false);
+        }
+        let val = make();
+        self.slots[i] = Slot { key, val, gen: self.gen };
+        self.len += 1;
+        (val, true)
+    }
+
     /// Set the value for `key`, whether it was there or not.
     pub fn insert(&mut self, key: u64, val: u32) {
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.grow();
+        let (i, found) = self.entry(key);
+        if !found {
+            self.len += 1;
         }
-        let mask = self.slots.len() - 1;
-        let gen = self.gen;
-        let mut i = self.slot(key);
-        loop {
-            let s = &mut self.slots[i];
-            if s.gen != gen {
-                *s = Slot { key, val, gen };
-                self.len += 1;
-                return;
-            }
-            if s.key == key {
-                s.val = val;
-                return;
-            }
-            i = (i + 1) & mask;
-        }
+        self.slots[i] = Slot { key, val, gen: self.gen };
     }
 
     fn grow(&mut self) {
