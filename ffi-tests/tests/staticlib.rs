@@ -33,6 +33,43 @@ fn shipped_archive_defines_exactly_the_api() {
     assert!(raw.len() > shipped.len() + 100, "cargo's .a defines only {} global symbols", raw.len());
 }
 
+/// The library users link has no std (issue 14): none of std's panic,
+/// backtrace and symbolization machinery, local symbols included.
+#[test]
+fn shipped_archive_carries_no_std_machinery() {
+    let o = Command::new(harness::binutil("readelf")).arg("-sW").arg(harness::staticlib()).output().expect("run readelf");
+    assert!(o.status.success());
+    let all = String::from_utf8_lossy(&o.stdout);
+    for what in ["gimli", "addr2line", "miniz_oxide", "backtrace", "std9panicking", "rustc_demangle"] {
+        let hits: Vec<&str> = all.lines().filter(|l| l.contains(what)).take(3).collect();
+        assert!(hits.is_empty(), "the shipped archive has {what} symbols: {hits:?}");
+    }
+    // the check can fail: a std build of the same code has them
+    let std_lib = harness::out_dir().join("std-build");
+    let o = Command::new(env!("CARGO"))
+        .args([
+            "rustc",
+            "--quiet",
+            "-p",
+            "wsp_ggml_backend",
+            "--crate-type",
+            "staticlib",
+            "--features",
+            "std",
+            "--target",
+            env!("FFI_TARGET"),
+        ])
+        .arg("--target-dir")
+        .arg(&std_lib)
+        .current_dir(ffi_tests::headers::workspace_root())
+        .output()
+        .expect("run cargo");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = std_lib.join(env!("FFI_TARGET")).join("debug").join("libwsp_ggml_backend.a");
+    let o = Command::new(harness::binutil("readelf")).arg("-sW").arg(&a).output().expect("run readelf");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("gimli"), "a std build has no gimli symbols: the check above proves nothing");
+}
+
 /// Links `sources` and ggml's objects, then the given archive, then the
 /// system libraries (the README's link line, where ggml.c is compiled with
 /// the program), tracing where `traced` symbols get their definitions.

@@ -133,6 +133,8 @@ impl Galloc {
     /// Plan the allocation of `order` in `arenas` (their real ends if
     /// `bounded`, else endless). Err: the first backend whose buffer is too
     /// small (the plan stops there).
+    // (never inlined: scripts/callgrind measures the placement apart)
+    #[inline(never)]
     pub fn plan(&mut self, table: &Table, order: &Order, arenas: &[Arena], bounded: bool, func: &str) -> Result<(), TooSmall> {
         self.load(table);
         self.models.clear();
@@ -189,6 +191,8 @@ impl Galloc {
 
     /// Set the tensors' fields as planned and call the buffers' tensor
     /// callbacks in ggml-alloc's order. `arenas` as for the plan.
+    // (never inlined: scripts/callgrind measures the placement apart)
+    #[inline(never)]
     pub fn apply(&self, arenas: &[Arena]) {
         for &step in &self.steps {
             match step {
