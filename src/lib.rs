@@ -11,8 +11,12 @@
 //! - `cpu`: the CPU backend;
 //! - `sched`: the multi-backend split scheduler;
 //! - `graph_copy`: copying a graph to another backend and comparing backends;
-//! - `ptrmap`: a tensor-address map (graph copies; the scheduler keys its
-//!   tensors in a ggml-compatible table of its own, `sched/table.rs`);
+//! - `ptrmap`: a small map from 64-bit keys (graph copies; the scheduler's
+//!   user assignments and input copies; it keys its tensors in a
+//!   ggml-compatible table of its own, `sched/table.rs`);
+//! - `platform`: what the library takes from libc (stderr, abort, getenv,
+//!   clock) and, without std, its allocator and panic handler;
+//! - `prelude`: `alloc`'s types under the names std's prelude gives them;
 //! - `ffi`: the exported `extern "C"` functions, thin and boring.
 //!
 //! Only `ffi` is public: everything the library offers is its C API; the

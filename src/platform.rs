@@ -4,10 +4,11 @@
 //! handler.
 //!
 //! The library is `no_std` in every build that aborts on panic (the release
-//! and dev profiles: what users link). It keeps std where unwinding is
-//! required, that is in Rust test binaries, and with the `std` feature (the
-//! benchmark and test crates, which link it into std programs). The two
-//! flavours differ only in this file and in `fatal::guard`.
+//! profile users link, and `dev-abort`, which the C tests link). It keeps
+//! std where unwinding is required (the dev profile, Rust test binaries)
+//! and with the `std` feature (the benchmark and test crates, which link it
+//! into std programs). The two flavours differ only in this file and in
+//! `fatal::guard`.
 
 use alloc::string::String;
 use core::ffi::CStr;
