@@ -150,7 +150,7 @@ impl Planner<'_> {
     /// `supports_op` rejects it. The original ignored every assignment, so
     /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
     #[inline]
-    fn user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
+    fn user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         if self.user.is_empty() {
             return None;
         }
@@ -158,14 +158,14 @@ impl Planner<'_> {
     }
 
     #[cold]
-    fn applicable_user_assignment(&self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
+    fn applicable_user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
         let t = self.tensor(slot);
         let b = self.user.get(t.as_ptr() as usize as u64)? as u16;
         let why = if self.loc(slot) != NO_BACKEND || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc != NONE {
             "it works in the memory of another tensor"
-        } else if is_node && !crate::cpu::is_cpu(self.backends[b as usize]) && !self.backends[b as usize].supports_op(t) {
+        } else if is_node && !self.supports(b, slot) {
             "that backend does not support it"
         } else {
             return Some(b);
@@ -180,12 +180,25 @@ impl Planner<'_> {
         None
     }
 
-    /// Size of tensor `slot`, remembered for the reuse check (the only
-    /// fact of a tensor the passes read that registration does not record).
+    /// Size of tensor `slot`, asked through the recorder (reuse.rs).
     fn nbytes(&mut self, slot: u32) -> usize {
-        let n = self.tensor(slot).nbytes();
-        self.st.reuse.sizes.push((slot, n));
-        n
+        let t = self.tensor(slot);
+        self.st.reuse.nbytes(t, slot)
+    }
+
+    /// Whether backend `b` supports tensor `slot`'s op, asked through the
+    /// recorder (reuse.rs): every `supports_op` question of the passes goes
+    /// through here.
+    fn supports(&mut self, b: u16, slot: u32) -> bool {
+        let t = self.tensor(slot);
+        self.st.reuse.supports(self.backends[b as usize], b, t, slot)
+    }
+
+    /// The next backend after `a` in priority order (wrapping around) that
+    /// supports tensor `slot`.
+    fn next_supporting(&mut self, a: u16, slot: u32) -> Option<u16> {
+        let n = self.backends.len();
+        (1..n).map(|d| ((a as usize + d) % n) as u16).find(|&b| self.supports(b, slot))
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
@@ -431,14 +444,6 @@ impl Planner<'_> {
         }
     }
 
-    fn cpu_backends(&self) -> Vec<bool> {
-        cpu_backends(self.backends)
-    }
-
-    fn next_supporting(&self, a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
-        next_supporting(self.backends, a, node, cpu)
-    }
-
     /// Where the memory a node works in comes from: the first tensor along
     /// its view sources that is in a buffer, or the last one (a tensor
     /// the placement will allocate, or memory outside any backend buffer).
@@ -482,9 +487,8 @@ impl Planner<'_> {
     /// support every op nothing moves. Memory is followed first (see
     /// `follow_memory`), here and after the moves.
     fn move_unsupported_nodes(&mut self, func: &str) {
-        // Our CPU backend supports every op: skip the calls when all backends are CPU.
-        let all_cpu = self.cpu_backends();
-        let ask = !all_cpu.iter().all(|&c| c);
+        // Our CPU backend supports every op: skip the walk when all backends are CPU.
+        let ask = !self.backends.iter().all(|&b| crate::cpu::is_cpu(b));
         let mut owners_moved = false;
         for i in 0..self.st.nodes.len() {
             let info = self.st.nodes[i];
@@ -495,7 +499,7 @@ impl Planner<'_> {
             }
             let node = self.node(i);
             let a = self.assign(slot);
-            if a == NO_BACKEND || all_cpu[a as usize] || self.backends[a as usize].supports_op(node) {
+            if a == NO_BACKEND || self.supports(a, slot) {
                 continue;
             }
             let here = self.backends[a as usize];
@@ -518,13 +522,13 @@ impl Planner<'_> {
                     ),
                 );
             }
-            let Some(b) = self.next_supporting(a, node, &all_cpu) else {
+            let Some(b) = self.next_supporting(a, slot) else {
                 fatal(func, &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())))
             };
             if let Some(r) = root.filter(|&r| self.assign(r) != b) {
                 // The memory is not allocated yet: its owner moves too, when it can.
                 let owner = self.tensor(r);
-                if self.info(r).has(SlotInfo::COMPUTED) && !all_cpu[b as usize] && !self.backends[b as usize].supports_op(owner) {
+                if self.info(r).has(SlotInfo::COMPUTED) && !self.supports(b, r) {
                     if self.debug {
                         crate::platform::errln!(
                             "wsp_ggml_backend_sched: node '{}' stays on '{}', which does not support it: it works in the \
@@ -541,7 +545,6 @@ impl Planner<'_> {
                 owners_moved = true;
             }
             self.set(slot, b, Rule::Unsupported);
-            self.st.reuse.moved.push(a);
         }
         if owners_moved {
             // Views and in-place nodes of a moved owner that came before the move.
@@ -582,30 +585,27 @@ impl Planner<'_> {
     /// wrong backend's buffer, or asserted). The moves are over: a backend
     /// that rejects the node it must take is an error.
     fn follow_memory_placed_by_pass3(&mut self, func: &str) {
-        let cpu = self.cpu_backends();
         for i in 0..self.st.nodes.len() {
             let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
             let before = self.assign(slot);
             self.follow_memory(slot, vsrc);
             let b = self.assign(slot);
-            if b == before || self.view_op(slot) || cpu[b as usize] {
+            if b == before || self.view_op(slot) || self.supports(b, slot) {
                 continue;
             }
             let node = self.node(i);
-            if !self.backends[b as usize].supports_op(node) {
-                let owner = self.tensor(self.memory_root(vsrc));
-                fatal(
-                    func,
-                    &format!(
-                        "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
-                         there), which does not support it",
-                        node.name_lossy(),
-                        ggml::op_name(node.op()),
-                        self.backends[b as usize].name_lossy(),
-                        owner.name_lossy()
-                    ),
-                );
-            }
+            let owner = self.tensor(self.memory_root(vsrc));
+            fatal(
+                func,
+                &format!(
+                    "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
+                     there), which does not support it",
+                    node.name_lossy(),
+                    ggml::op_name(node.op()),
+                    self.backends[b as usize].name_lossy(),
+                    owner.name_lossy()
+                ),
+            );
         }
     }
 
@@ -615,15 +615,15 @@ impl Planner<'_> {
     /// error (the original would run it there anyway). Asked from pass 4's
     /// walk, which reads each node's slot anyway.
     fn check_assigned_by_pass3(&mut self, i: usize, a: u16, func: &str) -> u16 {
-        let (node, backend) = (self.node(i), self.backends[a as usize]);
-        if crate::cpu::is_cpu(backend) || backend.supports_op(node) {
+        let slot = self.st.nodes[i].slot;
+        if self.supports(a, slot) {
             return a;
         }
+        let (node, backend) = (self.node(i), self.backends[a as usize]);
         if self.measuring {
             // The original measured it there; a backend that supports it
             // sizes it as well (a compute decides again, with its inputs).
-            let cpu = self.cpu_backends();
-            if let Some(b) = self.next_supporting(a, node, &cpu) {
+            if let Some(b) = self.next_supporting(a, slot) {
                 self.set(self.st.nodes[i].slot, b, Rule::Unsupported);
                 self.lenient = true;
                 return b;
@@ -794,19 +794,6 @@ impl Sched {
             st.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
         }
     }
-}
-
-/// The backends that are our CPU backend (which supports every op, so it is
-/// never asked).
-pub(super) fn cpu_backends(backends: &[BackendRef]) -> Vec<bool> {
-    backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect()
-}
-
-/// The next backend after `a` in priority order (wrapping around) that
-/// supports `node`.
-pub(super) fn next_supporting(backends: &[BackendRef], a: u16, node: TensorRef, cpu: &[bool]) -> Option<u16> {
-    let n = backends.len();
-    (1..n).map(|d| (a as usize + d) % n).find(|&b| cpu[b] || backends[b].supports_op(node)).map(|b| b as u16)
 }
 
 /// Copy `c` as a fresh, unallocated tensor with its source's layout and

@@ -172,7 +172,7 @@ struct State {
     sizing: table::Sizing,
     /// The record of every tensor the split read, and the supports_op
     /// answers it used, to know whether it still holds (see reuse.rs).
-    reuse: reuse::Facts,
+    reuse: reuse::Record,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).

@@ -12,9 +12,13 @@
 //!   (the backend of its buffer) and flags (data set; view op; computed op);
 //!   for the graph, the same leafs and nodes in the same order, each node
 //!   with the same sources;
-//! - at the read, the rest: each size a pass compared (`Planner::nbytes`
-//!   records it) and each `supports_op` answer a decision used (asked again,
-//!   in the same order);
+//! - at the read, the rest: every question a pass asked C besides
+//!   registration's reads goes through one recorder ([`Record`]): each size
+//!   a pass compared and each `supports_op` answer. Reuse asks every
+//!   recorded question again, in the same order, and needs the same answers.
+//!   The passes are deterministic in what registration read and in these
+//!   answers, so equal answers mean an equal plan: there is no model of
+//!   which questions the passes would ask;
 //! - and no `set_node_backend` assignment, now or for the split being reused.
 //!
 //! Where a tensor's memory goes is not part of the split: the allocation
@@ -24,39 +28,86 @@
 
 use crate::prelude::*;
 
-use super::assign::{cpu_backends, locate, next_supporting, refresh_copy, Planner};
-use super::table::{SlotInfo, NO_BACKEND};
-use super::{Rule, Sched};
+use super::assign::{locate, refresh_copy, Planner};
+use super::table::{SlotInfo, Table, NO_BACKEND};
+use super::Sched;
 use crate::backend::BackendRef;
 use crate::ggml::{GraphRef, TensorRef};
 
-/// What the last split read besides the table's entries.
+/// One question a plan asked C about a registered tensor, with its answer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Asked {
+    /// `wsp_ggml_nbytes` of tensor `slot`.
+    Size { slot: u32, bytes: usize },
+    /// `supports_op` of backend `backend` (an index) for tensor `slot`.
+    Supports { backend: u16, slot: u32, yes: bool },
+}
+
+impl Asked {
+    /// The same question, answered now.
+    fn again(self, backends: &[BackendRef], table: &Table) -> Asked {
+        match self {
+            Asked::Size { slot, .. } => Asked::Size { slot, bytes: table.tensor(slot).nbytes() },
+            Asked::Supports { backend, slot, .. } => {
+                Asked::Supports { backend, slot, yes: backends[backend as usize].supports_op(table.tensor(slot)) }
+            }
+        }
+    }
+}
+
+/// What the last split read besides the table's entries: the questions it
+/// asked (the recorder every such question goes through), and which tensors
+/// it registered only as sources.
 #[derive(Default)]
-pub(super) struct Facts {
+pub(super) struct Record {
     /// The tables describe a complete split made without user assignments.
     pub valid: bool,
-    /// The backend that rejected each node moved because of supports_op,
-    /// in node order.
-    pub moved: Vec<u16>,
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node): checked on their own.
     pub unlisted: Vec<u32>,
-    /// (slot, size) of every size a pass compared.
-    pub sizes: Vec<(u32, usize)>,
+    asked: Vec<Asked>,
 }
 
-impl Facts {
+impl Record {
     /// Before a new split.
     pub fn clear(&mut self) {
         self.valid = false;
-        self.moved.clear();
         self.unlisted.clear();
-        self.sizes.clear();
+        self.asked.clear();
     }
 
     /// Forget the split and give the memory back.
     pub fn forget(&mut self) {
-        *self = Facts::default();
+        *self = Record::default();
+    }
+
+    /// `t`'s size (`t` is registered in `slot`), recorded.
+    pub fn nbytes(&mut self, t: TensorRef, slot: u32) -> usize {
+        let bytes = t.nbytes();
+        self.asked.push(Asked::Size { slot, bytes });
+        bytes
+    }
+
+    /// Whether backend `b` (`backend`) supports `t` (registered in `slot`),
+    /// recorded. Our CPU backend supports every op and is not asked.
+    pub fn supports(&mut self, backend: BackendRef, b: u16, t: TensorRef, slot: u32) -> bool {
+        if crate::cpu::is_cpu(backend) {
+            return true;
+        }
+        let yes = backend.supports_op(t);
+        self.asked.push(Asked::Supports { backend: b, slot, yes });
+        yes
+    }
+
+    /// Whether every recorded question gets the same answer now.
+    fn answers_hold(&self, backends: &[BackendRef], table: &Table) -> bool {
+        self.asked.iter().all(|&q| q.again(backends, table) == q)
+    }
+
+    /// Whether the plan compared sizes (tests).
+    #[cfg(test)]
+    pub fn compared_sizes(&self) -> bool {
+        self.asked.iter().any(|q| matches!(q, Asked::Size { .. }))
     }
 }
 
@@ -106,10 +157,6 @@ impl Planner<'_> {
                 _ => return false,
             }
         }
-        // supports_op, asked again (our CPU backend is never asked)
-        let cpu = cpu_backends(self.backends);
-        let ask = !cpu.iter().all(|&c| c);
-        let mut moved = st.reuse.moved.iter();
         let mut start = 0;
         for (&node, n) in nodes.iter().zip(&st.nodes) {
             let Some(t) = TensorRef::new(node).filter(|_| node == key(n.slot)) else {
@@ -124,32 +171,12 @@ impl Planner<'_> {
             {
                 return false;
             }
-            let i = info[n.slot as usize];
-            if ask && !i.has(SlotInfo::VIEW_OP) && !self.same_support(t, i, &mut moved, &cpu) {
-                return false;
-            }
             start = end;
         }
         if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot, info[slot as usize].vsrc)) {
             return false;
         }
-        st.reuse.sizes.iter().all(|&(slot, n)| st.table.tensor(slot).nbytes() == n)
-    }
-
-    /// Whether `supports_op` answers for `node` (not a view op) as it did:
-    /// the questions move_unsupported_nodes asked, derived from its results.
-    fn same_support<'a>(&self, node: TensorRef, info: SlotInfo, moved: &mut impl Iterator<Item = &'a u16>, cpu: &[bool]) -> bool {
-        let SlotInfo { assign, rule, .. } = info;
-        if rule == Rule::Unsupported {
-            // Rejected by `from`, then the search ended at `assign`.
-            let Some(&from) = moved.next() else { return false };
-            !self.backends[from as usize].supports_op(node) && next_supporting(self.backends, from, node, cpu) == Some(assign)
-        } else if assign == NO_BACKEND || cpu[assign as usize] {
-            true // nothing was asked
-        } else {
-            // asked about the backend it stayed on
-            self.backends[assign as usize].supports_op(node)
-        }
+        st.reuse.answers_hold(self.backends, &st.table)
     }
 }
 

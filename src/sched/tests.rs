@@ -353,7 +353,7 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         let mut st = plan(&mut w, &PtrMap::new());
         st.unpatch();
         st.reuse.valid = true;
-        assert!(!st.reuse.sizes.is_empty(), "the source rule compared sizes");
+        assert!(st.reuse.compared_sizes(), "the source rule compared sizes");
         change(&mut w, [wa, xb, n0, n1]);
         assert_eq!(still_valid(&mut w, &mut st), holds, "reuse after changing {what}");
     }
@@ -483,4 +483,48 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     let base = arenas[0].base;
     assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
     assert_eq!(data(n2), base + 128);
+}
+
+/// Reuse replays every supports_op question the plan asked, not a model of
+/// which ones it asked. Backends [A, C, B]: n1 = mul_mat(w1@B, a) and
+/// n2 = add(a, w0@A) computed in place on `a`. The plan asks A about n2 in
+/// pass 1's place, then moves n2 to B with its memory: a check that only
+/// asks the backend n2 ended on misses A's answer. When A starts rejecting
+/// n2 (or n2's op changes at the same address to one A rejects), a fresh
+/// plan splits [B, C]; the last split, one B split, must not be reused.
+#[test]
+fn reuse_asks_again_every_question_the_plan_asked() {
+    fn world() -> (World, [*mut wsp_ggml_tensor; 2]) {
+        let mut w = World::with_backends(&[c"A", c"C", c"B"]);
+        let a = w.leaf(8, None);
+        let w0 = w.leaf(8, Some(0));
+        let w1 = w.leaf(8, Some(2));
+        let n1 = w.node(OP_MUL_MAT, 8, &[w1, a]);
+        let n2 = w.node(OP_ADD, 8, &[a, w0]);
+        // SAFETY: our own tensor: add_inplace's result is a view of a.
+        unsafe { (*n2).view_src = a };
+        (w, [n1, n2])
+    }
+    // SAFETY (every case): writes to the test's own live tensors.
+    #[allow(clippy::type_complexity)]
+    let cases: &[(&str, fn(&mut World, *mut wsp_ggml_tensor))] = &[
+        ("A rejects n2's op now", |w, _| w.reject(0, OP_ADD)),
+        ("n2's op changes to one A rejects", |w, n2| {
+            w.reject(0, OP_MUL);
+            unsafe { (*n2).op = OP_MUL };
+        }),
+    ];
+    for &(what, change) in cases {
+        let (mut w, [_, n2]) = world();
+        let mut st = plan(&mut w, &PtrMap::new());
+        st.unpatch();
+        assert_eq!(splits(&st), vec![(2, 0, 2, 1)], "one split on B (w0 copied)");
+        st.reuse.valid = true;
+        assert!(still_valid(&mut w, &mut st), "nothing changed yet");
+        change(&mut w, n2);
+        let mut fresh = plan(&mut w, &PtrMap::new());
+        fresh.unpatch();
+        assert_eq!(splits(&fresh).iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 1], "{what}: a fresh plan splits [B, C]");
+        assert!(!still_valid(&mut w, &mut st), "{what}: the last split does not hold");
+    }
 }
