@@ -21,6 +21,13 @@ static const char * const CASES[] = {
     "callback_free",
     "callback_init_measure",
     "callback_get_tallocr",
+    // from inside a backend's tensor copy during a compute: reads work,
+    // changes abort
+    "callback_copy_reset",
+    "callback_copy_set_eval_callback",
+    // from inside a backend's supports_op while the compute plans: the
+    // scheduler is being changed, so even reads abort
+    "planning_supports_read",
     // from inside the CPU backend's abort callback
     "cpu_abort_callback_set_n_threads",
     // a graph larger than the measure's, and the backend cannot allocate more
@@ -73,6 +80,34 @@ static bool reenter(struct wsp_ggml_tensor * t, bool ask, void * user_data) {
         (void)wsp_ggml_backend_sched_get_tallocr(s, g_case.other);
     }
     return true;
+}
+
+// The hook of the callback_copy_* and planning_* cases (test_backend.h).
+static void copy_hook(enum test_backend_call call, void * data) {
+    (void)data;
+    wsp_ggml_backend_sched_t s = g_case.sched;
+    const char * c = g_case.name;
+    if (strncmp(c, "planning_", 9) == 0) {
+        if (call == TB_SUPPORTS_OP) {
+            (void)wsp_ggml_backend_sched_get_n_splits(s);
+        }
+        return;
+    }
+    if (call != TB_SET_TENSOR_ASYNC && call != TB_GET_TENSOR_ASYNC && call != TB_CPY_TENSOR_FROM && call != TB_CPY_TENSOR_TO) {
+        return;
+    }
+    struct wsp_ggml_backend_sched_split_stats ss;
+    struct wsp_ggml_backend_sched_backend_stats bs;
+    bool reads = wsp_ggml_backend_sched_get_n_splits(s) > 1 && wsp_ggml_backend_sched_get_split_stats(s, 0, &ss)
+                 && wsp_ggml_backend_sched_get_backend_stats(s, g_case.other, &bs)
+                 && wsp_ggml_backend_sched_get_buffer(s, g_case.other) != NULL && wsp_ggml_backend_sched_get_n_backends(s) == 2
+                 && wsp_ggml_backend_sched_get_backend(s, 1) == g_case.other;
+    fprintf(stderr, "reads %s\n", reads ? "ok" : "FAILED");
+    if (strcmp(c, "callback_copy_reset") == 0) {
+        wsp_ggml_backend_sched_reset(s);
+    } else if (strcmp(c, "callback_copy_set_eval_callback") == 0) {
+        wsp_ggml_backend_sched_set_eval_callback(s, NULL, NULL);
+    }
 }
 
 static bool abort_cb(void * data) {
@@ -138,6 +173,20 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "got %zu\n", n);
     } else if (strcmp(c, "cpu_abort_callback_non_cpu") == 0) {
         wsp_ggml_backend_cpu_set_abort_callback(b0, NULL, NULL);
+    } else if (strncmp(c, "callback_copy_", 14) == 0 || strncmp(c, "planning_", 9) == 0) {
+        // y on M0, then z = y + xb with xb in M1's memory: a copy of xb
+        struct su_store st1;
+        su_store_init(&st1, b1, 1 << 16);
+        struct wsp_ggml_tensor * xb = wsp_ggml_new_tensor_2d(wctx, WSP_GGML_TYPE_F32, N, 2);
+        su_store_put(&st1, xb, &r, 1.0f);
+        struct wsp_ggml_tensor * y = wsp_ggml_gelu(gctx, wsp_ggml_mul_mat(gctx, w, x));
+        wsp_ggml_build_forward_expand(g, wsp_ggml_add(gctx, wsp_ggml_mul(gctx, xb, xb), y));
+        wsp_ggml_backend_sched_init_measure(sched, g);
+        g_case.name = c;
+        g_case.sched = sched;
+        g_case.other = b1;
+        test_backend_set_hook(copy_hook, NULL);
+        wsp_ggml_backend_sched_graph_compute(sched, g);
     } else if (strncmp(c, "callback_", 9) == 0) {
         struct wsp_ggml_tensor * y = wsp_ggml_gelu(gctx, wsp_ggml_mul_mat(gctx, w, x));
         wsp_ggml_build_forward_expand(g, y);

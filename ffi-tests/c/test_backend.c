@@ -50,6 +50,21 @@ struct tb_buffer {
 };
 
 static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g);
+
+// test_backend_set_hook: called on some iface calls (see test_backend.h).
+static test_backend_hook g_hook;
+static void * g_hook_data;
+
+void test_backend_set_hook(test_backend_hook hook, void * data) {
+    g_hook = hook;
+    g_hook_data = data;
+}
+
+static void tb_hook(enum test_backend_call call) {
+    if (g_hook != NULL) {
+        g_hook(call, g_hook_data);
+    }
+}
 static bool tb_rejects(const struct tb_context * ctx, const struct wsp_ggml_tensor * op);
 
 // Non-view nodes of `g` that this backend's supports_op rejects: a scheduler
@@ -153,7 +168,7 @@ static size_t tb_buffer_get_alloc_size(wsp_ggml_backend_buffer_t buffer, struct 
 
 static void tb_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor * tensor) {
     struct tb_buffer * b = tb_buf(buffer);
-    b->owner->stats.calls[TB_BUF_INIT_TENSOR]++;
+    b->owner->stats.calls[TB_BUF_INIT_TENSOR]++; tb_hook(TB_BUF_INIT_TENSOR);
     TB_CHECK(tensor != NULL);
 }
 
@@ -217,7 +232,7 @@ static size_t tb_get_alignment(wsp_ggml_backend_t backend) {
 
 static void tb_set_tensor_async(wsp_ggml_backend_t backend, struct wsp_ggml_tensor * tensor, const void * data, size_t offset, size_t size) {
     struct tb_context * ctx = tb_ctx(backend);
-    ctx->stats.calls[TB_SET_TENSOR_ASYNC]++;
+    ctx->stats.calls[TB_SET_TENSOR_ASYNC]++; tb_hook(TB_SET_TENSOR_ASYNC);
     TB_CHECK(tensor->buffer->backend == backend);
     tb_check_range(tensor, offset, size);
     if (size > 0) {
@@ -228,7 +243,7 @@ static void tb_set_tensor_async(wsp_ggml_backend_t backend, struct wsp_ggml_tens
 
 static void tb_get_tensor_async(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * tensor, void * data, size_t offset, size_t size) {
     struct tb_context * ctx = tb_ctx(backend);
-    ctx->stats.calls[TB_GET_TENSOR_ASYNC]++;
+    ctx->stats.calls[TB_GET_TENSOR_ASYNC]++; tb_hook(TB_GET_TENSOR_ASYNC);
     TB_CHECK(tensor->buffer->backend == backend);
     tb_check_range(tensor, offset, size);
     if (size > 0) {
@@ -248,7 +263,7 @@ static void tb_cpy_tensor_from(wsp_ggml_backend_t unused, struct wsp_ggml_tensor
     TB_CHECK(dst->buffer != NULL);
     struct tb_context * ctx = tb_ctx(dst->buffer->backend);
     TB_CHECK(ctx->has_cpy_tensor_from);
-    ctx->stats.calls[TB_CPY_TENSOR_FROM]++;
+    ctx->stats.calls[TB_CPY_TENSOR_FROM]++; tb_hook(TB_CPY_TENSOR_FROM);
     size_t nbytes = wsp_ggml_nbytes(src);
     tb_check_range(dst, 0, nbytes);
     wsp_ggml_backend_tensor_get(src, dst->data, 0, nbytes);
@@ -259,7 +274,7 @@ static void tb_cpy_tensor_to(wsp_ggml_backend_t unused, struct wsp_ggml_tensor *
     TB_CHECK(src->buffer != NULL);
     struct tb_context * ctx = tb_ctx(src->buffer->backend);
     TB_CHECK(ctx->has_cpy_tensor_to);
-    ctx->stats.calls[TB_CPY_TENSOR_TO]++;
+    ctx->stats.calls[TB_CPY_TENSOR_TO]++; tb_hook(TB_CPY_TENSOR_TO);
     size_t nbytes = wsp_ggml_nbytes(src);
     tb_check_range(src, 0, nbytes);
     wsp_ggml_backend_tensor_set(dst, src->data, 0, nbytes);
@@ -369,7 +384,7 @@ static bool tb_rejects(const struct tb_context * ctx, const struct wsp_ggml_tens
 
 static bool tb_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor * op) {
     struct tb_context * ctx = tb_ctx(backend);
-    ctx->stats.calls[TB_SUPPORTS_OP]++;
+    ctx->stats.calls[TB_SUPPORTS_OP]++; tb_hook(TB_SUPPORTS_OP);
     return !tb_rejects(ctx, op);
 }
 

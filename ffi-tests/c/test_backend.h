@@ -58,6 +58,13 @@ struct test_backend_stats {
     long corrupted;           // nodes corrupted (see test_backend_options::corrupt)
 };
 
+// A function called (process-wide, all test backends) on set_tensor_async,
+// get_tensor_async, cpy_tensor_from, cpy_tensor_to, supports_op and a
+// buffer's init_tensor, after counting the call: to call back into the
+// library from a backend's callback. NULL: none.
+typedef void (*test_backend_hook)(enum test_backend_call call, void * data);
+void test_backend_set_hook(test_backend_hook hook, void * data);
+
 // Create a test backend. Free it with wsp_ggml_backend_free.
 wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts);
 

@@ -217,6 +217,15 @@ fn ext_misuse_aborts_with_a_message() {
         ("callback_free", "wsp_ggml_backend_sched_free: called from inside the evaluation callback"),
         ("callback_init_measure", "wsp_ggml_backend_sched_init_measure: called from inside the evaluation callback"),
         ("callback_get_tallocr", "wsp_ggml_backend_sched_get_tallocr: called from inside the evaluation callback"),
+        ("callback_copy_reset", "wsp_ggml_backend_sched_reset: called from inside the evaluation callback (or another callback"),
+        (
+            "callback_copy_set_eval_callback",
+            "wsp_ggml_backend_sched_set_eval_callback: called from inside the evaluation callback (or another",
+        ),
+        (
+            "planning_supports_read",
+            "wsp_ggml_backend_sched_get_n_splits: called from inside wsp_ggml_backend_sched_graph_compute on this scheduler",
+        ),
         ("cpu_abort_callback_set_n_threads", "wsp_ggml_backend_cpu_set_n_threads: called from inside the CPU backend's abort callback"),
         ("growth_fails", "backend 'MGROW' (it has"),
     ];

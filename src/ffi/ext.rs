@@ -8,11 +8,12 @@ use crate::prelude::*;
 
 use core::ffi::{c_int, c_void};
 
-use super::{graph, sched, sched_ref, tensor, wsp_ggml_backend_sched_t};
+use super::{graph, tensor, wsp_ggml_backend_sched_t};
 use crate::backend::{wsp_ggml_backend_t, BackendRef};
 use crate::fatal::{fatal, guard};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
+use crate::sched::Sched;
 
 /// Evaluation callback: asked (`ask` = true) whether the caller wants to see
 /// a node; then called (`ask` = false) with each wanted node once computed.
@@ -62,20 +63,20 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
     user_data: *mut c_void,
 ) {
     let func = "wsp_ggml_backend_sched_set_eval_callback";
-    guard(func, || self::sched(sched, func).set_eval_callback(callback, user_data))
+    guard(func, || super::sched(sched, func).with_mut(func, |s| s.set_eval_callback(callback, user_data)))
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_splits";
-    guard(func, || sched_ref(sched, func).n_splits() as c_int)
+    guard(func, || super::sched(sched, func).with_ref(func, |s| s.n_splits() as c_int))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_backends";
-    guard(func, || sched_ref(sched, func).n_backends() as c_int)
+    guard(func, || super::sched(sched, func).with_ref(func, |s| s.n_backends() as c_int))
 }
 
 /// The backend at priority index `i` (aborts if out of range).
@@ -83,9 +84,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_b
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_backend";
     guard(func, || {
-        let s = sched_ref(sched, func);
-        let b = usize::try_from(i).ok().and_then(|i| s.backend(i));
-        b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{})", s.n_backends()))).as_ptr()
+        let (b, n) = super::sched(sched, func).with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
+        b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{n})"))).as_ptr()
     })
 }
 
@@ -97,8 +97,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 ) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_tensor_backend";
     guard(func, || {
-        let s = sched_ref(sched, func);
-        s.tensor_backend(tensor(node, func, "node")).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+        let node = tensor(node, func, "node");
+        super::sched(sched, func).with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
 
@@ -106,14 +106,17 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_sched_get_buffer_size";
-    guard(func, || sched_ref(sched, func).buffer_size(BackendRef::arg(backend, func, "backend"), func))
+    guard(func, || {
+        let backend = BackendRef::arg(backend, func, "backend");
+        super::sched(sched, func).with_ref(func, |s| s.buffer_size(backend, func))
+    })
 }
 
 /// Forget set_node_backend assignments and the last split graph.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
     let func = "wsp_ggml_backend_sched_reset";
-    guard(func, || self::sched(sched, func).reset())
+    guard(func, || super::sched(sched, func).with_mut(func, Sched::reset))
 }
 
 /// Measure `graph` and grow (never shrink) the compute buffers so it fits.
@@ -122,8 +125,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sc
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_reserve";
     guard(func, || {
-        let s = self::sched(sched, func);
-        s.reserve(self::graph(graph, func, "graph"))
+        let graph = self::graph(graph, func, "graph");
+        super::sched(sched, func).with_mut(func, |s| s.reserve(graph))
     })
 }
 
@@ -139,8 +142,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let s = sched_ref(sched, func);
-        let Some((backend, i_start, i_end, n_inputs, st)) = usize::try_from(i_split).ok().and_then(|i| s.split_info(i)) else {
+        let info = super::sched(sched, func).with_ref(func, |s| usize::try_from(i_split).ok().and_then(|i| s.split_info(i)));
+        let Some((backend, i_start, i_end, n_inputs, st)) = info else {
             return false;
         };
         let out = wsp_ggml_backend_sched_split_stats {
@@ -168,8 +171,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let s = sched_ref(sched, func);
-        let Some(st) = s.backend_stats(BackendRef::arg(backend, func, "backend")) else { return false };
+        let backend = BackendRef::arg(backend, func, "backend");
+        let Some(st) = super::sched(sched, func).with_ref(func, |s| s.backend_stats(backend)) else { return false };
         let out = wsp_ggml_backend_sched_backend_stats {
             n_splits: st.n_splits as c_int,
             n_copies: st.n_copies as c_int,

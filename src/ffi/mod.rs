@@ -20,7 +20,7 @@ use crate::backend::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_
 use crate::buffer::{self as buf, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{fatal, guard};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
-use crate::sched::Sched;
+use crate::sched::{Sched, SchedCell};
 use crate::{copy, cpu};
 
 pub mod ext;
@@ -39,34 +39,17 @@ fn graph(g: *mut wsp_ggml_cgraph, func: &str, arg: &str) -> GraphRef {
     GraphRef::new(g).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
 }
 
-/// A scheduler to change. Aborts when called from inside one of its own
-/// computes' callbacks (the evaluation callback, or a backend's): the
-/// compute is using the scheduler.
-fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a mut Sched {
-    let p = sched_ptr(s, func);
-    // SAFETY: a live scheduler (sched_ptr); the flag is read through the raw
-    // pointer, before any reference is made.
-    if unsafe { Sched::computing(p) } {
-        fatal(func, "called from inside the evaluation callback (or another callback of a compute on this scheduler)");
-    }
-    // SAFETY: non-NULL scheduler handles come from Box<Sched> in sched_new;
-    // the C contract gives the caller exclusive use during the call, and no
-    // compute of it is running (checked above).
-    unsafe { &mut *p }
-}
-
-/// A scheduler to read: also allowed from inside its compute's callbacks
-/// (the compute holds no reference to it while a callback runs).
-fn sched_ref<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a Sched {
-    // SAFETY: as in `sched`; shared with the compute that may be running.
-    unsafe { &*sched_ptr(s, func) }
-}
-
-fn sched_ptr(s: wsp_ggml_backend_sched_t, func: &str) -> *mut Sched {
+/// The scheduler behind a handle (every borrow of it goes through the
+/// cell, which aborts on a call from inside one of its callbacks that would
+/// conflict with the work in progress).
+fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a SchedCell {
     if s.is_null() {
         fatal(func, "argument 'sched' is NULL");
     }
-    s.cast::<Sched>()
+    // SAFETY: non-NULL scheduler handles come from Box<SchedCell> in
+    // sched_new and stay valid until sched_free (C contract); the cell is
+    // only ever shared.
+    unsafe { &*s.cast::<SchedCell>() }
 }
 
 //
@@ -290,7 +273,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
             .enumerate()
             .map(|(i, &b)| BackendRef::new(b).unwrap_or_else(|| fatal(func, &format!("argument 'backends[{i}]' is NULL"))))
             .collect();
-        Box::into_raw(Sched::new(&list)).cast()
+        Box::into_raw(SchedCell::new(Sched::new(&list))).cast()
     })
 }
 
@@ -299,9 +282,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sch
     let func = "wsp_ggml_backend_sched_free";
     guard(func, || {
         if !sched.is_null() {
-            let _ = self::sched(sched, func); // not from inside its own compute
-                                              // SAFETY: made by Box::into_raw in sched_new; freed once.
-            drop(unsafe { Box::from_raw(sched.cast::<Sched>()) });
+            // SAFETY: made by Box::into_raw in sched_new; freed once (C contract).
+            unsafe { SchedCell::free(sched.cast::<SchedCell>(), func) };
         }
     })
 }
@@ -311,8 +293,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sch
 pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_backend_sched_t, measure_graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_init_measure";
     guard(func, || {
-        let s = self::sched(sched, func);
-        s.init_measure(graph(measure_graph, func, "measure_graph"))
+        let graph = graph(measure_graph, func, "measure_graph");
+        self::sched(sched, func).with_mut(func, |s| s.init_measure(graph))
     })
 }
 
@@ -322,7 +304,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
     backend: wsp_ggml_backend_t,
 ) -> wsp_ggml_tallocr_t {
     let func = "wsp_ggml_backend_sched_get_tallocr";
-    guard(func, || self::sched(sched, func).get_tallocr(BackendRef::arg(backend, func, "backend"), func))
+    guard(func, || {
+        let backend = BackendRef::arg(backend, func, "backend");
+        // (the caller may allocate with it: a change, not a read)
+        self::sched(sched, func).with_mut(func, |s| s.get_tallocr(backend, func))
+    })
 }
 
 #[no_mangle]
@@ -331,7 +317,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
     backend: wsp_ggml_backend_t,
 ) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_sched_get_buffer";
-    guard(func, || self::sched_ref(sched, func).get_buffer(BackendRef::arg(backend, func, "backend"), func))
+    guard(func, || {
+        let backend = BackendRef::arg(backend, func, "backend");
+        self::sched(sched, func).with_ref(func, |s| s.get_buffer(backend, func))
+    })
 }
 
 /// Assign `node` to `backend` for the next compute (the original ignored this).
@@ -343,8 +332,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 ) {
     let func = "wsp_ggml_backend_sched_set_node_backend";
     guard(func, || {
-        let s = self::sched(sched, func);
-        s.set_node_backend(tensor(node, func, "node"), BackendRef::arg(backend, func, "backend"))
+        let (node, backend) = (tensor(node, func, "node"), BackendRef::arg(backend, func, "backend"));
+        self::sched(sched, func).with_mut(func, |s| s.set_node_backend(node, backend))
     })
 }
 
@@ -353,10 +342,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_graph_compute";
     guard(func, || {
-        let s: *mut Sched = self::sched(sched, func);
         let graph = self::graph(graph, func, "graph");
-        // SAFETY: a live scheduler, not computing (checked by `sched`).
-        unsafe { Sched::graph_compute(s, graph) }
+        self::sched(sched, func).graph_compute(graph)
     })
 }
 

@@ -767,10 +767,10 @@ impl Planner<'_> {
     fn make_copies(&mut self) -> Result<(), Full> {
         for c in 0..self.st.copy_of.len() {
             if c == self.st.copies.len() {
-                self.st.copies.push(Box::new(ggml::zeroed_tensor()));
+                self.st.copies.push_zeroed();
             }
             refresh_copy(self.backends, self.st, c);
-            let copy_ref = TensorRef::new(&mut *self.st.copies[c]).expect("Box is never NULL");
+            let copy_ref = self.st.copies.get(c);
             let (cslot, _) = self.st.table.insert(copy_ref)?;
             self.st.copy_of[c].slot = cslot;
             self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
@@ -803,7 +803,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
     let src = st.table.tensor(src);
     let mut name = [0; ggml::WSP_GGML_MAX_NAME];
     let len = copy_name(backends[backend as usize], src, &mut name);
-    let copy = &mut *st.copies[c];
+    let copy = st.copies.edit(c);
     ggml::dup_tensor_layout(copy, src, &name[..len]);
     // The placement (as ggml-alloc) allocates a copy's sources before the copy. A view's memory
     // may not be allocated yet (a measure graph's input, whose first user is

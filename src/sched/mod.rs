@@ -19,6 +19,7 @@
 use crate::prelude::*;
 
 mod assign;
+mod cell;
 mod fit;
 mod galloc;
 mod reuse;
@@ -35,6 +36,8 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::ptrmap::PtrMap;
+
+pub use cell::SchedCell;
 
 /// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
 const NONE: u32 = u32::MAX;
@@ -152,10 +155,8 @@ struct State {
     srcs: Vec<u32>,
     /// Index in `copies` of the copy of (tensor slot, backend).
     copy_index: PtrMap,
-    /// Input copies; boxed so their addresses stay put while the vector grows
-    /// (graph nodes point at them). Reused across computes.
-    #[allow(clippy::vec_box)]
-    copies: Vec<Box<wsp_ggml_tensor>>,
+    /// Input copies (graph nodes point at them). Reused across computes.
+    copies: CopyTensors,
     /// What each copy in use copies (indexed like `copies`).
     copy_of: Vec<CopyOf>,
     splits: Vec<Split>,
@@ -220,9 +221,6 @@ pub struct Sched {
     grown_buffers: Vec<BufferRef>,
     /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
     measuring: bool,
-    /// Splits are being computed: user code (callbacks, backends) may run
-    /// and call back in; only reads are allowed then (see ffi::sched).
-    computing: bool,
     pub(super) split_stats: Vec<SplitStats>,
     pub(super) backend_stats: Vec<BackendStats>,
     st: State,
@@ -251,7 +249,6 @@ impl Sched {
             eval_callback: None,
             retired: Vec::new(),
             grown_buffers: Vec::new(),
-            computing: false,
             measuring: false,
             split_stats: Vec::new(),
             backend_stats: vec![BackendStats::default(); backends.len()],
@@ -411,44 +408,6 @@ impl Sched {
         Some(self.backend_stats[i])
     }
 
-    /// Whether the scheduler at `this` is computing splits right now.
-    ///
-    /// # Safety
-    /// `this` points to a live scheduler.
-    pub unsafe fn computing(this: *const Sched) -> bool {
-        // SAFETY: the caller's; a plain read through the raw pointer, which
-        // makes no reference that could alias the running compute's.
-        unsafe { core::ptr::addr_of!((*this).computing).read() }
-    }
-
-    /// `wsp_ggml_backend_sched_graph_compute`. Takes the scheduler by
-    /// pointer: while a backend computes or a callback runs, the compute
-    /// holds no reference to it, so that calls made from there can read it.
-    ///
-    /// # Safety
-    /// `this` points to a live scheduler that nothing else uses (the C
-    /// contract) and that is not computing.
-    pub unsafe fn graph_compute(this: *mut Sched, graph: GraphRef) {
-        let func = "wsp_ggml_backend_sched_graph_compute";
-        {
-            // SAFETY: the caller's.
-            let s = unsafe { &mut *this };
-            check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            s.split_graph(graph, func);
-            s.allocate(graph, func);
-            s.split_stats.clear();
-            s.split_stats.resize(s.st.splits.len(), SplitStats::default());
-            s.computing = true;
-        }
-        // SAFETY: the caller's; each step below borrows the scheduler only
-        // while none of the user's code runs.
-        unsafe { Self::compute_splits(this, func) };
-        // SAFETY: as above; the compute is over.
-        let s = unsafe { &mut *this };
-        s.computing = false;
-        s.finish();
-    }
-
     /// Reset allocators, restore the graph's sources, drop user assignments.
     fn finish(&mut self) {
         for &t in self.tallocs.iter().chain(&self.retired) {
@@ -459,57 +418,54 @@ impl Sched {
         self.user.clear(0);
     }
 
-    /// # Safety
-    /// As for [`Sched::graph_compute`].
-    unsafe fn compute_splits(this: *mut Sched, func: &str) {
-        // One clock read per phase boundary: a phase ends where the next begins.
-        let mut now = crate::platform::now_ns();
-        // SAFETY: the caller's (a read of the split count).
-        let n_splits = unsafe { (*this).st.splits.len() };
-        for k in 0..n_splits {
-            let (backend, mut view, eval, copied) = {
-                // SAFETY: the caller's; no user code runs in this block
-                // except the backends' tensor copies.
-                let s = unsafe { &mut *this };
-                let split = s.st.splits[k].clone();
-                let backend = s.backends[split.backend as usize];
-                let mut bytes = 0;
-                for i in split.inputs.clone() {
-                    bytes += s.copy_input(i, backend, func);
-                }
-                let copied = crate::platform::now_ns();
-                let stats = &mut s.backend_stats[split.backend as usize];
-                stats.n_splits += 1;
-                stats.n_copies += split.inputs.len() as u32;
-                stats.bytes_copied += bytes;
-                if !split.inputs.is_empty() {
-                    stats.copy_ns += nanos(now, copied);
-                }
-                s.split_stats[k].bytes_copied = bytes;
-                (backend, s.st.split_graphs[k], s.eval_callback, copied)
-            };
-            let go_on = match eval {
-                None => {
-                    backend.graph_compute(&mut view);
-                    true
-                }
-                Some((cb, user_data)) => compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void),
-            };
-            now = crate::platform::now_ns();
-            // SAFETY: the caller's; the backend and callbacks are done.
-            let s = unsafe { &mut *this };
-            s.backend_stats[s.st.splits[k].backend as usize].compute_ns += nanos(copied, now);
-            if !go_on {
-                break;
+    // The compute's steps (driven by `SchedCell::graph_compute`): the ones
+    // that run user code take the scheduler shared, the ones that record
+    // what happened take it exclusively and run none.
+
+    /// Copy the inputs of split `k` to its backend; returns the bytes copied.
+    fn copy_inputs(&self, k: usize, func: &str) -> usize {
+        let split = &self.st.splits[k];
+        let backend = self.backends[split.backend as usize];
+        split.inputs.clone().map(|i| self.copy_input(i, backend, func)).sum()
+    }
+
+    /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
+    fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
+        let split = &self.st.splits[k];
+        let stats = &mut self.backend_stats[split.backend as usize];
+        stats.n_splits += 1;
+        stats.n_copies += split.inputs.len() as u32;
+        stats.bytes_copied += bytes;
+        if !split.inputs.is_empty() {
+            stats.copy_ns += nanos(from, to);
+        }
+        self.split_stats[k].bytes_copied = bytes;
+    }
+
+    /// Compute split `k` on its backend (observed by the evaluation
+    /// callback, if set). Returns false when the callback asked to stop.
+    fn compute_split(&self, k: usize) -> bool {
+        let backend = self.backends[self.st.splits[k].backend as usize];
+        let mut view = self.st.split_graphs[k];
+        match self.eval_callback {
+            None => {
+                backend.graph_compute(&mut view);
+                true
             }
+            Some((cb, user_data)) => compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void),
         }
     }
 
+    /// Split `k` was computed from `from` to `to` (clock readings).
+    fn record_compute(&mut self, k: usize, from: u64, to: u64) {
+        self.backend_stats[self.st.splits[k].backend as usize].compute_ns += nanos(from, to);
+    }
+
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
-    fn copy_input(&mut self, i: usize, backend: BackendRef, func: &str) -> usize {
+    fn copy_input(&self, i: usize, backend: BackendRef, func: &str) -> usize {
         let (input_slot, copy) = self.st.inputs[i];
         let input = self.st.table.tensor(input_slot);
-        let copy = TensorRef::new(&mut *self.st.copies[copy as usize]).expect("Box is never NULL");
+        let copy = self.st.copies.get(copy as usize);
         if input.buffer().is_null() {
             if let Some(view_src) = input.view_src() {
                 // A view not initialised yet (as the original does it).
@@ -625,8 +581,7 @@ impl State {
     /// Point graph sources at their input copies.
     fn patch(&mut self) {
         for p in &self.patches {
-            let copy = TensorRef::new(&mut *self.copies[p.copy as usize]).expect("Box is never NULL");
-            p.node.set_src(p.j, copy);
+            p.node.set_src(p.j, self.copies.get(p.copy as usize));
         }
         self.patched = true;
     }
@@ -708,4 +663,46 @@ fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_
         n += k;
     }
     n
+}
+
+/// The input copies: tensors the scheduler owns, on the heap at fixed
+/// addresses. Held by address, never through a `Box` or a reference that
+/// would claim them: the caller's graph (its patched sources), ggml and the
+/// backends read and write them through those addresses while the
+/// scheduler is borrowed.
+#[derive(Default)]
+struct CopyTensors(Vec<core::ptr::NonNull<wsp_ggml_tensor>>);
+
+impl CopyTensors {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// One more copy, all zero.
+    fn push_zeroed(&mut self) {
+        self.0.push(core::ptr::NonNull::from(Box::leak(Box::new(ggml::zeroed_tensor()))));
+    }
+
+    /// Copy `c`.
+    fn get(&self, c: usize) -> TensorRef {
+        // (a live tensor of ours, freed only on drop)
+        TensorRef::new(self.0[c].as_ptr()).expect("NonNull")
+    }
+
+    /// Copy `c`, to rewrite. No user code may run while the reference lives.
+    #[allow(clippy::mut_from_ref)]
+    fn edit(&mut self, c: usize) -> &mut wsp_ggml_tensor {
+        // SAFETY: a live tensor of ours; `&mut self` keeps other edits out
+        // and nothing else makes a reference to it.
+        unsafe { &mut *self.0[c].as_ptr() }
+    }
+}
+
+impl Drop for CopyTensors {
+    fn drop(&mut self) {
+        for &p in &self.0 {
+            // SAFETY: made by Box::leak in push_zeroed; freed once, here.
+            drop(unsafe { Box::from_raw(p.as_ptr()) });
+        }
+    }
 }

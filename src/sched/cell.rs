@@ -1,0 +1,154 @@
+//! The scheduler as C holds it: the scheduler, and apart from it what it is
+//! doing right now ([`Mode`]).
+//!
+//! User code runs in the middle of the scheduler's work: backends'
+//! `supports_op` and buffer callbacks while it plans and places, backends'
+//! tensor copies and graph computes and the evaluation callback while it
+//! computes. Such code may call back into the scheduler. The mode lives
+//! outside the memory any borrow of the scheduler covers, so a call from
+//! inside a callback can read it without touching a live borrow, and then:
+//! - while the scheduler is being changed (planning, placing, measuring,
+//!   resetting), any call aborts with a message: the caller's exclusive
+//!   borrow is live;
+//! - while it computes splits, reads are allowed: the compute holds only a
+//!   shared borrow while user code runs, and writes its statistics through
+//!   a short exclusive one between callbacks (see [`SchedCell::graph_compute`]);
+//!   changes abort.
+//!
+//! Every borrow of the scheduler is made here.
+
+use crate::prelude::*;
+
+use core::cell::{Cell, UnsafeCell};
+
+use super::Sched;
+use crate::fatal::{check, fatal};
+use crate::ggml::GraphRef;
+
+/// What a scheduler is doing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// Nothing: any call may borrow it.
+    Idle,
+    /// A call reads it (shared borrows only).
+    Reading,
+    /// A call changes it: the named function holds an exclusive borrow.
+    Changing(&'static str),
+    /// `graph_compute` is computing splits: reads only.
+    Computing,
+}
+
+/// A scheduler and its mode; C's `wsp_ggml_backend_sched_t` points at one.
+pub struct SchedCell {
+    mode: Cell<Mode>,
+    sched: UnsafeCell<Sched>,
+}
+
+/// Puts the mode back when a borrow ends.
+struct Restore<'a>(&'a Cell<Mode>, Mode);
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.1);
+    }
+}
+
+impl SchedCell {
+    pub fn new(sched: Box<Sched>) -> Box<SchedCell> {
+        Box::new(SchedCell { mode: Cell::new(Mode::Idle), sched: UnsafeCell::new(*sched) })
+    }
+
+    /// Abort naming `func` unless the scheduler is idle.
+    fn check_idle(&self, func: &str) {
+        match self.mode.get() {
+            Mode::Idle => {}
+            Mode::Computing => {
+                fatal(func, "called from inside the evaluation callback (or another callback of a compute on this scheduler)")
+            }
+            Mode::Reading => fatal(func, "called from inside a call that reads this scheduler"),
+            Mode::Changing(other) => {
+                fatal(func, &format!("called from inside {other} on this scheduler (from a backend's callback): the scheduler is in use"))
+            }
+        }
+    }
+
+    /// Run `f` with the scheduler to change (`func` names the call).
+    /// Aborts when called from inside one of the scheduler's own callbacks.
+    pub fn with_mut<R>(&self, func: &'static str, f: impl FnOnce(&mut Sched) -> R) -> R {
+        self.check_idle(func);
+        self.mode.set(Mode::Changing(func));
+        let _restore = Restore(&self.mode, Mode::Idle);
+        // SAFETY: the mode was Idle, so no borrow of the scheduler is live
+        // (every borrow is made here and sets the mode first), and until it
+        // is Idle again every other borrow attempt aborts.
+        f(unsafe { &mut *self.sched.get() })
+    }
+
+    /// Run `f` with the scheduler to read; allowed from inside its
+    /// compute's callbacks, not while a call changes it.
+    pub fn with_ref<R>(&self, func: &str, f: impl FnOnce(&Sched) -> R) -> R {
+        let mode = self.mode.get();
+        match mode {
+            Mode::Idle => self.mode.set(Mode::Reading),
+            Mode::Reading | Mode::Computing => {}
+            Mode::Changing(_) => self.check_idle(func),
+        }
+        let _restore = Restore(&self.mode, mode);
+        // SAFETY: no exclusive borrow is live: the mode is not Changing, and
+        // a compute holds only shared borrows while user code runs.
+        f(unsafe { &*self.sched.get() })
+    }
+
+    /// Drop the scheduler at `this` (made by `Box::into_raw` of
+    /// [`SchedCell::new`]'s box), unless it is in use.
+    ///
+    /// # Safety
+    /// `this` is such a pointer, not freed yet; nothing uses it afterwards.
+    pub unsafe fn free(this: *mut SchedCell, func: &str) {
+        // SAFETY: the caller's: a live cell.
+        unsafe { &*this }.check_idle(func);
+        // SAFETY: the caller's; idle, so no borrow of it is live.
+        drop(unsafe { Box::from_raw(this) });
+    }
+
+    /// `wsp_ggml_backend_sched_graph_compute`: plan and place (changing
+    /// the scheduler), then compute the splits. While the backends and
+    /// callbacks run, the compute holds only shared borrows, so that calls
+    /// made from there can read the scheduler; each split's statistics are
+    /// written through an exclusive borrow made when no user code runs.
+    pub fn graph_compute(&self, graph: GraphRef) {
+        let func = "wsp_ggml_backend_sched_graph_compute";
+        let n_splits = self.with_mut(func, |s| {
+            check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
+            s.split_graph(graph, func);
+            s.allocate(graph, func);
+            s.split_stats.clear();
+            s.split_stats.resize(s.st.splits.len(), super::SplitStats::default());
+            s.st.splits.len()
+        });
+        self.mode.set(Mode::Computing);
+        {
+            let _restore = Restore(&self.mode, Mode::Idle);
+            // One clock read per phase boundary: a phase ends where the next begins.
+            let mut now = crate::platform::now_ns();
+            for k in 0..n_splits {
+                // SAFETY: Computing: calls from callbacks only read; no
+                // exclusive borrow is live.
+                let copied = unsafe { &*self.sched.get() }.copy_inputs(k, func);
+                let at = crate::platform::now_ns();
+                // SAFETY: no user code runs until this borrow ends, and no
+                // other borrow is live (the one above has ended).
+                unsafe { &mut *self.sched.get() }.record_copies(k, copied, now, at);
+                // SAFETY: as for the copies.
+                let go_on = unsafe { &*self.sched.get() }.compute_split(k);
+                now = crate::platform::now_ns();
+                // SAFETY: as for the statistics above.
+                unsafe { &mut *self.sched.get() }.record_compute(k, at, now);
+                if !go_on {
+                    break;
+                }
+            }
+        }
+        self.with_mut(func, Sched::finish);
+    }
+}
