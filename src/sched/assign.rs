@@ -318,16 +318,7 @@ impl Planner<'_> {
     fn index_graph(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
         st.table.reset_for(attempt);
-        st.reuse.clear();
-        st.leafs.clear();
-        st.nodes.clear();
-        st.srcs.clear();
-        st.copy_index.clear(0);
-        st.copy_of.clear();
-        st.splits.clear();
-        st.inputs.clear();
-        st.patches.clear();
-        st.split_graphs.clear();
+        st.clear_split();
         st.leafs.reserve_exact(graph.n_leafs());
         st.nodes.reserve_exact(graph.n_nodes());
 

@@ -353,16 +353,9 @@ impl Sched {
     /// split graph; reset the allocators.
     pub fn reset(&mut self) {
         self.finish();
-        let st = &mut self.st;
-        st.table.release();
-        st.reuse.forget();
-        st.leafs.clear();
-        st.nodes.clear();
-        st.srcs.clear();
-        st.splits.clear();
-        st.inputs.clear();
-        st.patches.clear();
-        st.copy_index.clear(0);
+        self.st.clear_split();
+        self.st.table.release();
+        self.st.reuse.forget();
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
     }
@@ -544,6 +537,23 @@ impl Sched {
 }
 
 impl State {
+    /// Forget the split (not the memory): the one way to clear it, before
+    /// a new one and on `reset`. The sources must be given back first.
+    fn clear_split(&mut self) {
+        debug_assert!(!self.patched, "the graph's sources are given back first");
+        self.reuse.clear();
+        self.leafs.clear();
+        self.nodes.clear();
+        self.srcs.clear();
+        self.copy_index.clear(0);
+        self.copy_of.clear();
+        self.splits.clear();
+        self.inputs.clear();
+        self.patches.clear();
+        self.split_graphs.clear();
+        self.order.clear();
+    }
+
     /// The walk of the allocation (galloc.rs): each split's input copies,
     /// then its nodes, with their sources as ggml-alloc would see them
     /// (redirected to the copies).
