@@ -4,7 +4,8 @@
 
 use crate::prelude::*;
 
-use super::table::{Attempt, Full, Retry, SlotInfo, FOREIGN, NO_BACKEND};
+use super::ids::{BackendIdx, Loc};
+use super::table::{Attempt, Full, Retry, SlotInfo};
 use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split, NONE};
 use crate::ptrmap::PtrMap;
 
@@ -18,7 +19,7 @@ use crate::ggml::{self, wsp_ggml_cgraph, GraphRef, TensorRef};
 /// winner. Sizes are only computed when two candidates meet.
 #[derive(Clone, Copy)]
 struct Best {
-    prio: u16,
+    prio: BackendIdx,
     slot: u32,
     j: u8,
     size: Option<usize>,
@@ -97,7 +98,7 @@ impl Planner<'_> {
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         let loc = locate(self.backends, t);
         self.st.table.info[slot as usize] =
-            SlotInfo { assign: NO_BACKEND, loc, rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
+            SlotInfo { assign: None, packed_loc: loc.into(), rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
         if !listed {
             self.st.reuse.unlisted.push(slot);
         }
@@ -122,20 +123,20 @@ impl Planner<'_> {
     }
 
     #[inline]
-    fn set(&mut self, slot: u32, backend: u16, rule: Rule) {
+    fn set(&mut self, slot: u32, backend: BackendIdx, rule: Rule) {
         let info = &mut self.st.table.info[slot as usize];
-        info.assign = backend;
+        info.assign = Some(backend);
         info.rule = rule;
     }
 
     #[inline]
-    fn assign(&self, slot: u32) -> u16 {
+    fn assign(&self, slot: u32) -> Option<BackendIdx> {
         self.st.table.info[slot as usize].assign
     }
 
     #[inline]
-    fn loc(&self, slot: u32) -> u16 {
-        self.st.table.info[slot as usize].loc
+    fn loc(&self, slot: u32) -> Loc {
+        self.st.table.info[slot as usize].loc()
     }
 
     #[inline]
@@ -150,7 +151,7 @@ impl Planner<'_> {
     /// `supports_op` rejects it. The original ignored every assignment, so
     /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
     #[inline]
-    fn user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
+    fn user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<BackendIdx> {
         if self.user.is_empty() {
             return None;
         }
@@ -158,10 +159,10 @@ impl Planner<'_> {
     }
 
     #[cold]
-    fn applicable_user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<u16> {
+    fn applicable_user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<BackendIdx> {
         let t = self.tensor(slot);
-        let b = self.user.get(t.as_ptr() as usize as u64)? as u16;
-        let why = if self.loc(slot) != NO_BACKEND || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
+        let b = BackendIdx::new(self.user.get(t.as_ptr() as usize as u64)? as usize);
+        let why = if self.loc(slot).in_buffer() || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc != NONE {
             "it works in the memory of another tensor"
@@ -174,7 +175,7 @@ impl Planner<'_> {
             crate::platform::errln!(
                 "wsp_ggml_backend_sched: set_node_backend('{}', '{}') not applied: {why}",
                 t.name_lossy(),
-                self.backends[b as usize].name_lossy()
+                self.backends[b].name_lossy()
             );
         }
         None
@@ -189,21 +190,21 @@ impl Planner<'_> {
     /// Whether backend `b` supports tensor `slot`'s op, asked through the
     /// recorder (reuse.rs): every `supports_op` question of the passes goes
     /// through here.
-    fn supports(&mut self, b: u16, slot: u32) -> bool {
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
         let t = self.tensor(slot);
-        self.st.reuse.supports(self.backends[b as usize], b, t, slot)
+        self.st.reuse.supports(self.backends[b], b, t, slot)
     }
 
     /// The next backend after `a` in priority order (wrapping around) that
     /// supports tensor `slot`.
-    fn next_supporting(&mut self, a: u16, slot: u32) -> Option<u16> {
+    fn next_supporting(&mut self, a: BackendIdx, slot: u32) -> Option<BackendIdx> {
         let n = self.backends.len();
-        (1..n).map(|d| ((a as usize + d) % n) as u16).find(|&b| self.supports(b, slot))
+        (1..n).map(|d| BackendIdx::new((a.get() + d) % n)).find(|&b| self.supports(b, slot))
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
     #[inline]
-    fn consider(&mut self, best: &mut Option<Best>, prio: u16, slot: u32, j: usize) {
+    fn consider(&mut self, best: &mut Option<Best>, prio: BackendIdx, slot: u32, j: usize) {
         match *best {
             None => *best = Some(Best { prio, slot, j: j as u8, size: None }),
             Some(b) if prio < b.prio => {
@@ -218,21 +219,19 @@ impl Planner<'_> {
         }
     }
 
-    /// The backend index for location `loc` of tensor `slot`, aborting if it
-    /// is a backend the scheduler does not have (the original indexed out of bounds).
-    fn known(&self, loc: u16, slot: u32, func: &str) -> u16 {
-        if loc == FOREIGN {
-            let t = self.tensor(slot);
-            let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
-            fatal(
-                func,
-                &format!(
-                    "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
-                    t.name_lossy()
-                ),
-            );
+    /// The backend of location `loc` (in a buffer) of tensor `slot`,
+    /// aborting if it is a backend the scheduler does not have (the original
+    /// indexed out of bounds).
+    fn known(&self, loc: Loc, slot: u32, func: &str) -> BackendIdx {
+        if let Loc::At(b) = loc {
+            return b;
         }
-        loc
+        let t = self.tensor(slot);
+        let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
+        fatal(
+            func,
+            &format!("tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends", t.name_lossy()),
+        );
     }
 
     /// Sources of node `i` (slots).
@@ -367,14 +366,14 @@ impl Planner<'_> {
                 self.set(slot, b, Rule::User);
                 continue;
             }
-            if self.assign(slot) != NO_BACKEND {
+            if self.assign(slot).is_some() {
                 continue;
             }
             let mut loc = self.loc(slot);
-            if loc == NO_BACKEND && vsrc != NONE {
+            if loc == Loc::Nowhere && vsrc != NONE {
                 loc = self.loc(vsrc);
             }
-            if loc != NO_BACKEND {
+            if loc.in_buffer() {
                 let b = self.known(loc, slot, func);
                 self.set(slot, b, Rule::Leaf);
             }
@@ -385,17 +384,17 @@ impl Planner<'_> {
                 self.set(slot, b, Rule::User);
                 continue;
             }
-            if self.assign(slot) != NO_BACKEND {
+            if self.assign(slot).is_some() {
                 continue;
             }
             // The destination is already allocated: keep it there (e.g. KV cache updates).
             let loc = self.loc(slot);
-            if loc != NO_BACKEND {
+            if loc.in_buffer() {
                 let b = self.known(loc, slot, func);
                 self.set(slot, b, Rule::Dst);
                 continue;
             }
-            if vs != NONE && self.loc(vs) != NO_BACKEND {
+            if vs != NONE && self.loc(vs).in_buffer() {
                 let b = self.known(self.loc(vs), vs, func);
                 self.set(slot, b, Rule::ViewSrc);
                 continue;
@@ -403,8 +402,7 @@ impl Planner<'_> {
             let mut best = None;
             for (j, k) in self.node_srcs(i).enumerate() {
                 let sid = self.st.srcs[k];
-                let prio = self.loc(sid);
-                if prio < FOREIGN {
+                if let Loc::At(prio) = self.loc(sid) {
                     self.consider(&mut best, prio, sid, j);
                 }
             }
@@ -418,14 +416,13 @@ impl Planner<'_> {
     fn pass2_from_sources(&mut self) {
         for i in 0..self.st.nodes.len() {
             let slot = self.st.nodes[i].slot;
-            if self.assign(slot) != NO_BACKEND {
+            if self.assign(slot).is_some() {
                 continue;
             }
             let mut best = None;
             for (j, k) in self.node_srcs(i).enumerate() {
                 let sid = self.st.srcs[k];
-                let a = self.assign(sid);
-                if a != NO_BACKEND {
+                if let Some(a) = self.assign(sid) {
                     self.consider(&mut best, a, sid, j);
                 }
             }
@@ -440,7 +437,7 @@ impl Planner<'_> {
     /// the placement will allocate, or memory outside any backend buffer).
     fn memory_root(&self, vs: u32) -> u32 {
         let mut r = vs;
-        while self.loc(r) == NO_BACKEND && self.info(r).vsrc != NONE {
+        while self.loc(r) == Loc::Nowhere && self.info(r).vsrc != NONE {
             r = self.info(r).vsrc;
         }
         r
@@ -455,13 +452,12 @@ impl Planner<'_> {
         if vs == NONE {
             return;
         }
-        let owner = self.assign(vs);
-        if owner == NO_BACKEND || owner == self.assign(slot) {
+        let Some(owner) = self.assign(vs).filter(|&o| Some(o) != self.assign(slot)) else {
             return;
-        }
+        };
         // Memory outside any backend buffer (a plain ggml context) pins nothing.
         let root = self.memory_root(vs);
-        if self.loc(root) == NO_BACKEND && self.info(root).has(SlotInfo::HAS_DATA) {
+        if self.loc(root) == Loc::Nowhere && self.info(root).has(SlotInfo::HAS_DATA) {
             return;
         }
         self.set(slot, owner, Rule::FollowsMemory);
@@ -489,15 +485,14 @@ impl Planner<'_> {
                 continue;
             }
             let node = self.node(i);
-            let a = self.assign(slot);
-            if a == NO_BACKEND || self.supports(a, slot) {
+            let Some(a) = self.assign(slot).filter(|&a| !self.supports(a, slot)) else {
                 continue;
-            }
-            let here = self.backends[a as usize];
+            };
+            let here = self.backends[a];
             let root = (vs != NONE).then(|| self.memory_root(vs));
             let pinned = match (self.st.table.info[slot as usize].rule, root) {
                 (Rule::Dst | Rule::ViewSrc, _) => Some("its memory is on that backend".to_string()),
-                (_, Some(r)) if self.loc(r) != NO_BACKEND => {
+                (_, Some(r)) if self.loc(r).in_buffer() => {
                     Some(format!("it works in the memory of '{}', which is on that backend", self.tensor(r).name_lossy()))
                 }
                 _ => None,
@@ -516,7 +511,7 @@ impl Planner<'_> {
             let Some(b) = self.next_supporting(a, slot) else {
                 fatal(func, &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())))
             };
-            if let Some(r) = root.filter(|&r| self.assign(r) != b) {
+            if let Some(r) = root.filter(|&r| self.assign(r) != Some(b)) {
                 // The memory is not allocated yet: its owner moves too, when it can.
                 let owner = self.tensor(r);
                 if self.info(r).has(SlotInfo::COMPUTED) && !self.supports(b, r) {
@@ -527,7 +522,7 @@ impl Planner<'_> {
                             node.name_lossy(),
                             here.name_lossy(),
                             owner.name_lossy(),
-                            self.backends[b as usize].name_lossy()
+                            self.backends[b].name_lossy()
                         );
                     }
                     continue;
@@ -552,13 +547,12 @@ impl Planner<'_> {
     fn pass3_from_consumers(&mut self, func: &str) {
         let mut placed = false;
         for i in 0..self.st.nodes.len() {
-            let a = self.assign(self.st.nodes[i].slot);
-            if a == NO_BACKEND {
+            let Some(a) = self.assign(self.st.nodes[i].slot) else {
                 continue; // the original assigns "no backend": nothing changes
-            }
+            };
             for k in self.node_srcs(i) {
                 let sid = self.st.srcs[k];
-                if self.assign(sid) == NO_BACKEND {
+                if self.assign(sid).is_none() {
                     self.set(sid, a, Rule::FromConsumer);
                     placed = true;
                 }
@@ -580,8 +574,10 @@ impl Planner<'_> {
             let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
             let before = self.assign(slot);
             self.follow_memory(slot, vsrc);
-            let b = self.assign(slot);
-            if b == before || self.view_op(slot) || self.supports(b, slot) {
+            let Some(b) = self.assign(slot).filter(|&b| Some(b) != before) else {
+                continue;
+            };
+            if self.view_op(slot) || self.supports(b, slot) {
                 continue;
             }
             let node = self.node(i);
@@ -593,7 +589,7 @@ impl Planner<'_> {
                      there), which does not support it",
                     node.name_lossy(),
                     ggml::op_name(node.op()),
-                    self.backends[b as usize].name_lossy(),
+                    self.backends[b].name_lossy(),
                     owner.name_lossy()
                 ),
             );
@@ -605,12 +601,12 @@ impl Planner<'_> {
     /// it has nowhere else to go without its sources, so a rejection is an
     /// error (the original would run it there anyway). Asked from pass 4's
     /// walk, which reads each node's slot anyway.
-    fn check_assigned_by_pass3(&mut self, i: usize, a: u16, func: &str) -> u16 {
+    fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx, func: &str) -> BackendIdx {
         let slot = self.st.nodes[i].slot;
         if self.supports(a, slot) {
             return a;
         }
-        let (node, backend) = (self.node(i), self.backends[a as usize]);
+        let (node, backend) = (self.node(i), self.backends[a]);
         if self.measuring {
             // The original measured it there; a backend that supports it
             // sizes it as well (a compute decides again, with its inputs).
@@ -639,15 +635,18 @@ impl Planner<'_> {
     fn pass4_split(&mut self, func: &str) {
         let n = self.st.nodes.len();
         let Some(mut cur) = self.first_split_backend() else {
-            return; // no node to compute
+            // No node has a backend: each must be a view of memory that is
+            // set (nothing to compute).
+            (0..n).for_each(|i| self.accept_unassigned_node(i, func));
+            return;
         };
         self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
             let info = self.st.nodes[i];
-            let a = self.assign(info.slot);
-            if a == NO_BACKEND {
-                self.accept_unassigned_node(i, func);
-            }
+            let Some(a) = self.assign(info.slot) else {
+                self.accept_unassigned_node(i, func); // a view of memory that is set, or abort
+                continue;
+            };
             if self.view_op(info.slot) {
                 continue;
             }
@@ -668,15 +667,13 @@ impl Planner<'_> {
 
     /// The first split's backend: that of the first node that is not a view.
     /// A graph of views only still gets a split (on the backend of their
-    /// memory), so that the placement initialises the views.
-    fn first_split_backend(&self) -> Option<u16> {
+    /// memory), so that the placement initialises the views. None: no node
+    /// has a backend.
+    fn first_split_backend(&self) -> Option<BackendIdx> {
         let nodes = &self.st.nodes;
-        nodes
-            .iter()
-            .find(|n| n.vsrc == NONE)
-            .or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)))
-            .map(|n| self.assign(n.slot))
-            .or_else(|| nodes.iter().map(|n| self.assign(n.slot)).find(|&a| a != NO_BACKEND))
+        let first = nodes.iter().find(|n| n.vsrc == NONE).or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)));
+        // (an unassigned first node stops pass 4 unless it is a view of set memory)
+        first.and_then(|n| self.assign(n.slot)).or_else(|| nodes.iter().find_map(|n| self.assign(n.slot)))
     }
 
     /// Node `i` has no backend: only a view op whose data is set (its memory
@@ -701,14 +698,14 @@ impl Planner<'_> {
     /// Point node `i`'s sources that are not on `cur` (its split's backend)
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
-    fn route_inputs(&mut self, i: usize, cur: u16, func: &str) {
+    fn route_inputs(&mut self, i: usize, cur: BackendIdx, func: &str) {
         let split_no = self.st.splits.len() as u32;
         for (j, k) in self.node_srcs(i).enumerate() {
             let sid = self.st.srcs[k];
-            if self.assign(sid) == cur {
+            if self.assign(sid) == Some(cur) {
                 continue;
             }
-            if self.assign(sid) == NO_BACKEND {
+            if self.assign(sid).is_none() {
                 // Its copy would be made from nothing (the original crashes
                 // in ggml-alloc); with data, copy_input copies from it.
                 if !self.info(sid).has(SlotInfo::HAS_DATA) && self.measuring && !self.viewed(sid) {
@@ -741,8 +738,8 @@ impl Planner<'_> {
 
     /// The copy of tensor `sid` on backend `b`, planned once per graph and
     /// backend (made by `make_copies`).
-    fn copy_for(&mut self, sid: u32, b: u16) -> u32 {
-        let key = u64::from(sid) << 16 | u64::from(b);
+    fn copy_for(&mut self, sid: u32, b: BackendIdx) -> u32 {
+        let key = u64::from(sid) << 16 | b.get() as u64;
         if let Some(c) = self.st.copy_index.get(key) {
             return c;
         }
@@ -793,7 +790,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
     let CopyOf { src, backend, .. } = st.copy_of[c];
     let src = st.table.tensor(src);
     let mut name = [0; ggml::WSP_GGML_MAX_NAME];
-    let len = copy_name(backends[backend as usize], src, &mut name);
+    let len = copy_name(backends[backend], src, &mut name);
     let copy = st.copies.edit(c);
     ggml::dup_tensor_layout(copy, src, &name[..len]);
     // The placement (as ggml-alloc) allocates a copy's sources before the copy. A view's memory
@@ -806,11 +803,10 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
     }
 }
 
-/// Where `t`'s memory is: the index of its buffer's backend among `backends`,
-/// NO_BACKEND without a buffer (or backend), FOREIGN for a backend not in the list.
-pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> u16 {
+/// Where `t`'s memory is: the backend of its buffer among `backends`.
+pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> Loc {
     let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
-        return NO_BACKEND;
+        return Loc::Nowhere;
     };
-    backends.iter().position(|&b| b == backend).map_or(FOREIGN, |i| i as u16)
+    backends.iter().position(|&b| b == backend).map_or(Loc::Foreign, |i| Loc::At(BackendIdx::new(i)))
 }

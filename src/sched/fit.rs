@@ -57,7 +57,7 @@ impl Sched {
                 self.galloc.release();
                 return;
             };
-            let b = b as usize;
+            let b = b.get();
             let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max[b];

@@ -26,7 +26,8 @@ use crate::prelude::*;
 use crate::ptrmap::PtrMap;
 use core::ffi::c_void;
 
-use super::table::{Table, NO_BACKEND};
+use super::ids::BackendIdx;
+use super::table::Table;
 use super::talloc_model::Model;
 use super::NONE;
 use crate::buffer::{wsp_ggml_backend_buffer, BufferRef};
@@ -90,7 +91,7 @@ impl Order {
 }
 
 /// A plan that does not fit: the backend whose buffer is too small.
-pub(super) struct TooSmall(pub u16);
+pub(super) struct TooSmall(pub BackendIdx);
 
 /// What the plan tracks of one tensor: what ggml-alloc reads and changes.
 #[derive(Clone, Copy)]
@@ -103,12 +104,12 @@ struct Slot {
     /// ggml-alloc's counts: nodes of the walk that read it, views of it.
     children: i32,
     views: i32,
-    /// The backend whose compute buffer allocates it (NO_BACKEND: none).
-    backend: u16,
+    /// The backend whose compute buffer allocates it.
+    backend: Option<BackendIdx>,
 }
 
 impl Slot {
-    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: NONE, children: 0, views: 0, backend: NO_BACKEND };
+    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: NONE, children: 0, views: 0, backend: None };
 }
 
 /// The allocation's working state, kept between computes for its memory.
@@ -198,7 +199,7 @@ impl Galloc {
             match step {
                 Step::Alloc { id, offset } => {
                     let t = self.tensor(id);
-                    let a = &arenas[self.slots[id as usize].backend as usize];
+                    let a = self.arena(id, arenas).expect("allocated by a backend");
                     t.place(a.buffer.as_ptr(), (a.base + offset) as *mut c_void);
                     if !a.measure {
                         a.buffer.init_tensor(t);
@@ -211,12 +212,12 @@ impl Galloc {
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
-                    if let Some(a) = arenas.get(self.slots[id as usize].backend as usize).filter(|a| !a.measure) {
+                    if let Some(a) = self.arena(id, arenas).filter(|a| !a.measure) {
                         a.buffer.init_tensor(t);
                     }
                 }
                 Step::Free { id } => {
-                    let a = &arenas[self.slots[id as usize].backend as usize];
+                    let a = self.arena(id, arenas).expect("freed by a backend");
                     if !a.measure {
                         a.buffer.free_tensor(self.tensor(id));
                     }
@@ -230,6 +231,11 @@ impl Galloc {
     pub fn release(&mut self) {
         let max = core::mem::take(&mut self.max);
         *self = Galloc { max, ..Galloc::default() };
+    }
+
+    /// The compute buffer that allocates tensor `id`, if any.
+    fn arena<'a>(&self, id: u32, arenas: &'a [Arena]) -> Option<&'a Arena> {
+        self.slots[id as usize].backend.map(|b| &arenas[b])
     }
 
     fn tensor(&self, id: u32) -> TensorRef {
@@ -332,15 +338,14 @@ impl Galloc {
     /// here, as ggml-alloc reads them). Err: the backend whose buffer is too
     /// small.
     #[inline(always)]
-    fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<(), u16> {
+    fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<(), BackendIdx> {
         let i = id as usize;
         let n = self.slots[i];
         if n.vsrc != NONE {
             self.init_view(id, NONE, func);
             return Ok(());
         }
-        let b = n.backend;
-        let Some(arena) = arenas.get(b as usize) else {
+        let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else {
             fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(id).name_lossy()));
         };
         let t = self.tensor(id);
@@ -374,11 +379,11 @@ impl Galloc {
             }
         }
         let size = padded(arena.buffer.alloc_size(t), arena.align);
-        let offset = self.models[b as usize].alloc(size).ok_or(b)?;
+        let offset = self.models[b].alloc(size).ok_or(b)?;
         let s = &mut self.slots[i];
         s.data = arena.base + offset;
         s.buffer = arena.buffer.as_ptr();
-        self.max[b as usize] = self.max[b as usize].max(offset + size);
+        self.max[b] = self.max[b].max(offset + size);
         self.steps.push(Step::Alloc { id, offset });
         Ok(())
     }
@@ -387,13 +392,13 @@ impl Galloc {
     /// the allocator's own.
     fn free(&mut self, id: u32, arenas: &[Arena], func: &str) {
         let n = self.slots[id as usize];
-        let Some(arena) = arenas.get(n.backend as usize) else { return };
+        let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else { return };
         if n.buffer != arena.buffer.as_ptr() {
             return;
         }
         let size = padded(arena.buffer.alloc_size(self.tensor(id)), arena.align);
         let offset = n.data.wrapping_sub(arena.base);
-        if self.models[n.backend as usize].free(offset, size).is_none() {
+        if self.models[b].free(offset, size).is_none() {
             fatal(
                 func,
                 &format!(

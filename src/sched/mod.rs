@@ -22,6 +22,7 @@ mod assign;
 mod cell;
 mod fit;
 mod galloc;
+mod ids;
 mod reuse;
 mod table;
 mod talloc_model;
@@ -36,6 +37,7 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::ptrmap::PtrMap;
+use ids::BackendIdx;
 
 pub use cell::SchedCell;
 
@@ -50,7 +52,7 @@ const NONE: u32 = u32::MAX;
 /// answers a reuse asks again.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Rule {
-    /// No rule yet (NO_BACKEND).
+    /// No rule yet (no backend).
     Unset,
     /// `set_node_backend`.
     User,
@@ -77,7 +79,7 @@ enum Rule {
 /// A run of consecutive graph nodes computed on one backend.
 #[derive(Clone, Debug)]
 struct Split {
-    backend: u16,
+    backend: BackendIdx,
     i_start: usize,
     i_end: usize,
     /// Range in `State::inputs`.
@@ -100,7 +102,7 @@ struct NodeInfo {
 #[derive(Clone, Copy)]
 struct CopyOf {
     src: u32,
-    backend: u16,
+    backend: BackendIdx,
     /// Split index + 1 (dedupes a split's inputs: all of them are copies to
     /// the split's backend, so one mark per copy suffices).
     mark: u32,
@@ -134,7 +136,7 @@ struct Patch {
 ///
 /// Invariants, between split_graph and the end of the compute:
 /// - every slot named anywhere here is registered in `table`; `NONE` is "no
-///   slot", `NO_BACKEND` "no backend" (table.rs);
+///   slot", and a slot without a backend has `assign: None` (table.rs);
 /// - `nodes[i]` is graph node i; its sources' slots are
 ///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
 /// - `splits` tile the node range in order; `inputs[split.inputs]` are the
@@ -227,7 +229,7 @@ pub struct Sched {
 }
 
 /// The most backends one scheduler takes.
-pub const MAX_BACKENDS: usize = table::MAX_BACKENDS;
+pub const MAX_BACKENDS: usize = ids::MAX_BACKENDS;
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
@@ -261,9 +263,9 @@ impl Sched {
     }
 
     /// Index of `backend` in this scheduler, or abort naming `func`.
-    fn index_of(&self, backend: BackendRef, func: &str) -> u16 {
+    fn index_of(&self, backend: BackendRef, func: &str) -> BackendIdx {
         match self.backends.iter().position(|&b| b == backend) {
-            Some(i) => i as u16,
+            Some(i) => BackendIdx::new(i),
             None => fatal(
                 func,
                 &format!("argument 'backend' ('{}') is not one of the scheduler's {} backends", backend.name_lossy(), self.backends.len()),
@@ -272,7 +274,7 @@ impl Sched {
     }
 
     pub fn get_tallocr(&self, backend: BackendRef, func: &str) -> wsp_ggml_tallocr_t {
-        self.tallocs[self.index_of(backend, func) as usize]
+        self.tallocs[self.index_of(backend, func)]
     }
 
     pub fn get_buffer(&self, backend: BackendRef, func: &str) -> wsp_ggml_backend_buffer_t {
@@ -283,7 +285,7 @@ impl Sched {
 
     pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
         let i = self.index_of(backend, "wsp_ggml_backend_sched_set_node_backend");
-        self.user.insert(node.as_ptr() as usize as u64, u32::from(i));
+        self.user.insert(node.as_ptr() as usize as u64, i.get() as u32);
     }
 
     /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
@@ -375,8 +377,7 @@ impl Sched {
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef> {
         let slot = self.st.table.find(node.as_ptr())?;
-        let a = self.st.table.info[slot as usize].assign;
-        (a != table::NO_BACKEND).then(|| self.backends[a as usize])
+        self.st.table.info[slot as usize].assign.map(|a| self.backends[a])
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
@@ -393,7 +394,7 @@ impl Sched {
     pub fn split_info(&self, i: usize) -> Option<(BackendRef, usize, usize, usize, SplitStats)> {
         let s = self.st.splits.get(i)?;
         let stats = self.split_stats.get(i).copied().unwrap_or_default();
-        Some((self.backends[s.backend as usize], s.i_start, s.i_end, s.inputs.len(), stats))
+        Some((self.backends[s.backend], s.i_start, s.i_end, s.inputs.len(), stats))
     }
 
     pub fn backend_stats(&self, backend: BackendRef) -> Option<BackendStats> {
@@ -418,14 +419,14 @@ impl Sched {
     /// Copy the inputs of split `k` to its backend; returns the bytes copied.
     fn copy_inputs(&self, k: usize, func: &str) -> usize {
         let split = &self.st.splits[k];
-        let backend = self.backends[split.backend as usize];
+        let backend = self.backends[split.backend];
         split.inputs.clone().map(|i| self.copy_input(i, backend, func)).sum()
     }
 
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
         let split = &self.st.splits[k];
-        let stats = &mut self.backend_stats[split.backend as usize];
+        let stats = &mut self.backend_stats[split.backend];
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
         stats.bytes_copied += bytes;
@@ -438,7 +439,7 @@ impl Sched {
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize) -> bool {
-        let backend = self.backends[self.st.splits[k].backend as usize];
+        let backend = self.backends[self.st.splits[k].backend];
         let mut view = self.st.split_graphs[k];
         match self.eval_callback {
             None => {
@@ -451,7 +452,7 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.backend_stats[self.st.splits[k].backend as usize].compute_ns += nanos(from, to);
+        self.backend_stats[self.st.splits[k].backend].compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
@@ -495,7 +496,7 @@ impl Sched {
     fn print_assignments(&self, graph: GraphRef) {
         use core::fmt::Write;
         let st = &self.st;
-        let name = |a: u16| if a == table::NO_BACKEND { "NULL".to_string() } else { self.backends[a as usize].name_lossy() };
+        let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].name_lossy());
         // (one line, one write; a long listing never sits whole in memory)
         let mut out = String::new();
         let flush = |out: &mut String| {
@@ -506,7 +507,7 @@ impl Sched {
         for i in 0..graph.n_nodes() {
             if k < st.splits.len() && i == st.splits[k].i_start {
                 let s = &st.splits[k];
-                let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(s.backend), s.inputs.len());
+                let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(Some(s.backend)), s.inputs.len());
                 for &(slot, _) in &st.inputs[s.inputs.clone()] {
                     let t = st.table.tensor(slot);
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());

@@ -29,7 +29,8 @@
 use crate::prelude::*;
 
 use super::assign::{locate, refresh_copy, Planner};
-use super::table::{SlotInfo, Table, NO_BACKEND};
+use super::ids::{BackendIdx, Loc};
+use super::table::{SlotInfo, Table};
 use super::Sched;
 use crate::backend::BackendRef;
 use crate::ggml::{GraphRef, TensorRef};
@@ -40,7 +41,7 @@ enum Asked {
     /// `wsp_ggml_nbytes` of tensor `slot`.
     Size { slot: u32, bytes: usize },
     /// `supports_op` of backend `backend` (an index) for tensor `slot`.
-    Supports { backend: u16, slot: u32, yes: bool },
+    Supports { backend: BackendIdx, slot: u32, yes: bool },
 }
 
 impl Asked {
@@ -49,7 +50,7 @@ impl Asked {
         match self {
             Asked::Size { slot, .. } => Asked::Size { slot, bytes: table.tensor(slot).nbytes() },
             Asked::Supports { backend, slot, .. } => {
-                Asked::Supports { backend, slot, yes: backends[backend as usize].supports_op(table.tensor(slot)) }
+                Asked::Supports { backend, slot, yes: backends[backend].supports_op(table.tensor(slot)) }
             }
         }
     }
@@ -90,7 +91,7 @@ impl Record {
 
     /// Whether backend `b` (`backend`) supports `t` (registered in `slot`),
     /// recorded. Our CPU backend supports every op and is not asked.
-    pub fn supports(&mut self, backend: BackendRef, b: u16, t: TensorRef, slot: u32) -> bool {
+    pub fn supports(&mut self, backend: BackendRef, b: BackendIdx, t: TensorRef, slot: u32) -> bool {
         if crate::cpu::is_cpu(backend) {
             return true;
         }
@@ -116,15 +117,15 @@ impl Record {
 struct Locator<'a> {
     backends: &'a [BackendRef],
     buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
-    loc: u16,
+    loc: Loc,
 }
 
 impl Locator<'_> {
     #[inline]
-    fn locate(&mut self, t: TensorRef) -> u16 {
+    fn locate(&mut self, t: TensorRef) -> Loc {
         let buffer = t.buffer();
         if buffer.is_null() {
-            return NO_BACKEND;
+            return Loc::Nowhere;
         }
         if buffer != self.buffer {
             self.buffer = buffer;
@@ -145,11 +146,11 @@ impl Planner<'_> {
         let (keys, info) = (st.table.keys(), &st.table.info);
         // NONE (u32::MAX) is out of range: it reads as NULL.
         let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(core::ptr::null_mut());
-        let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: NO_BACKEND };
+        let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
         // what registration read of tensor `slot`, now `t`
         let mut same = |t: TensorRef, slot: u32, vsrc: u32| {
             let i = info[slot as usize];
-            t.get().view_src == key(vsrc) && SlotInfo::flags_of(t) == i.flags && locator.locate(t) == i.loc
+            t.get().view_src == key(vsrc) && SlotInfo::flags_of(t) == i.flags && locator.locate(t) == i.loc()
         };
         for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
             match TensorRef::new(leaf) {

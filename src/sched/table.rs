@@ -9,26 +9,19 @@
 
 use crate::prelude::*;
 
+use super::ids::{BackendIdx, Loc, PackedLoc};
 use super::Rule;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
-
-/// "No backend" in [`SlotInfo::assign`] and [`SlotInfo::loc`].
-pub(super) const NO_BACKEND: u16 = u16::MAX;
-/// "In a buffer of a backend the scheduler does not have" in [`SlotInfo::loc`].
-pub(super) const FOREIGN: u16 = u16::MAX - 1;
-/// The most backends one scheduler takes (indices must stay below FOREIGN).
-pub(super) const MAX_BACKENDS: usize = FOREIGN as usize;
 
 /// What a compute knows about one tensor, next to its key: what the passes
 /// read of it (`loc`, `vsrc`, `flags`, read once when it is registered) and
 /// what they decide (`assign`, `rule`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct SlotInfo {
-    /// Backend index the tensor is assigned to, or NO_BACKEND.
-    pub assign: u16,
-    /// Backend index of the buffer the tensor lives in (NO_BACKEND: no
-    /// buffer, FOREIGN: another backend's).
-    pub loc: u16,
+    /// The backend the tensor is assigned to.
+    pub assign: Option<BackendIdx>,
+    /// Where its memory is (see [`SlotInfo::loc`]).
+    pub packed_loc: PackedLoc,
     pub rule: Rule,
     /// [`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`], [`SlotInfo::COMPUTED`].
     pub flags: u8,
@@ -36,8 +29,12 @@ pub(super) struct SlotInfo {
     pub vsrc: u32,
 }
 
+// The table holds one per tensor: the typed fields take no more room than
+// the integers with sentinels they replaced.
+const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
+
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: NO_BACKEND, loc: NO_BACKEND, rule: Rule::Unset, flags: 0, vsrc: super::NONE };
+    const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: super::NONE };
     /// `data` is set.
     pub const HAS_DATA: u8 = 1;
     /// Its op is a view op (RESHAPE, VIEW, PERMUTE, TRANSPOSE).
@@ -60,6 +57,12 @@ impl SlotInfo {
             f |= Self::COMPUTED;
         }
         f
+    }
+
+    /// Where the tensor's memory is: the backend of its buffer.
+    #[inline]
+    pub fn loc(&self) -> Loc {
+        self.packed_loc.get()
     }
 
     #[inline]

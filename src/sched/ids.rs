@@ -1,0 +1,130 @@
+//! Typed indices of the scheduler's tables: a backend by its priority
+//! index, and where a tensor's memory is. No table stores a bare sentinel:
+//! "no backend" is `None`, and the packed forms keep `Option` and [`Loc`]
+//! as small as the integers they replace (the table holds one per tensor).
+
+use core::num::NonZeroU16;
+use core::ops::{Index, IndexMut};
+
+/// A backend of the scheduler, by priority index (0 is tried first).
+/// Stored plus one, so that `Option<BackendIdx>` takes two bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(super) struct BackendIdx(NonZeroU16);
+
+/// The most backends one scheduler takes (one value of the packed [`Loc`]
+/// is "foreign").
+pub(super) const MAX_BACKENDS: usize = u16::MAX as usize - 1;
+
+impl BackendIdx {
+    /// Backend `i` (`i < MAX_BACKENDS`, checked when the scheduler is made).
+    #[inline]
+    pub fn new(i: usize) -> BackendIdx {
+        debug_assert!(i < MAX_BACKENDS);
+        match NonZeroU16::new((i + 1) as u16) {
+            Some(n) => BackendIdx(n),
+            None => unreachable!("i < MAX_BACKENDS"),
+        }
+    }
+
+    #[inline]
+    pub fn get(self) -> usize {
+        usize::from(self.0.get()) - 1
+    }
+}
+
+impl<T> Index<BackendIdx> for [T] {
+    type Output = T;
+    #[inline]
+    fn index(&self, b: BackendIdx) -> &T {
+        &self[b.get()]
+    }
+}
+
+impl<T> IndexMut<BackendIdx> for [T] {
+    #[inline]
+    fn index_mut(&mut self, b: BackendIdx) -> &mut T {
+        &mut self[b.get()]
+    }
+}
+
+impl<T> Index<BackendIdx> for alloc::vec::Vec<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, b: BackendIdx) -> &T {
+        &self[b.get()]
+    }
+}
+
+impl<T> IndexMut<BackendIdx> for alloc::vec::Vec<T> {
+    #[inline]
+    fn index_mut(&mut self, b: BackendIdx) -> &mut T {
+        &mut self[b.get()]
+    }
+}
+
+/// Where a tensor's memory is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Loc {
+    /// In no backend buffer (none yet, or plain host memory).
+    Nowhere,
+    /// In a buffer of a backend the scheduler does not have.
+    Foreign,
+    /// In a buffer of this backend.
+    At(BackendIdx),
+}
+
+/// A [`Loc`] in two bytes (the table holds one per tensor): 0 nowhere,
+/// `u16::MAX` foreign, else the backend index plus one.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct PackedLoc(u16);
+
+impl PackedLoc {
+    /// [`Loc::Nowhere`]. (A function: cbindgen would export an associated constant's type.)
+    pub const fn nowhere() -> PackedLoc {
+        PackedLoc(0)
+    }
+
+    #[inline]
+    pub fn get(self) -> Loc {
+        match self.0 {
+            0 => Loc::Nowhere,
+            u16::MAX => Loc::Foreign,
+            n => Loc::At(BackendIdx::new(usize::from(n) - 1)),
+        }
+    }
+}
+
+impl From<Loc> for PackedLoc {
+    #[inline]
+    fn from(loc: Loc) -> PackedLoc {
+        PackedLoc(match loc {
+            Loc::Nowhere => 0,
+            Loc::Foreign => u16::MAX,
+            Loc::At(b) => b.0.get(),
+        })
+    }
+}
+
+impl Loc {
+    /// In some backend buffer (the scheduler's or not).
+    #[inline]
+    pub fn in_buffer(self) -> bool {
+        self != Loc::Nowhere
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_forms_round_trip_and_stay_small() {
+        assert_eq!(core::mem::size_of::<Option<BackendIdx>>(), 2);
+        assert_eq!(core::mem::size_of::<PackedLoc>(), 2);
+        for loc in [Loc::Nowhere, Loc::Foreign, Loc::At(BackendIdx::new(0)), Loc::At(BackendIdx::new(MAX_BACKENDS - 1))] {
+            assert_eq!(PackedLoc::from(loc).get(), loc);
+        }
+        assert!(BackendIdx::new(0) < BackendIdx::new(1), "priority order");
+        assert_eq!(BackendIdx::new(7).get(), 7);
+    }
+}
