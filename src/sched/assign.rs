@@ -5,7 +5,7 @@
 use crate::prelude::*;
 
 use super::ids::{BackendIdx, Loc};
-use super::table::{Attempt, Full, Retry, SlotInfo};
+use super::table::{Attempt, Full, Retry, Seen, SlotInfo};
 use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split, NONE};
 use crate::ptrmap::PtrMap;
 
@@ -96,9 +96,10 @@ impl Planner<'_> {
 
     #[inline(always)]
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
-        let loc = locate(self.backends, t);
+        // (the view source's slot is set when it is registered)
+        let seen = Seen::read(t, |t| locate(self.backends, t));
         self.st.table.info[slot as usize] =
-            SlotInfo { assign: None, packed_loc: loc.into(), rule: Rule::Unset, flags: SlotInfo::flags_of(t), vsrc: NONE };
+            SlotInfo { assign: None, packed_loc: seen.loc.into(), rule: Rule::Unset, flags: seen.flags, vsrc: NONE };
         if !listed {
             self.st.reuse.unlisted.push(slot);
         }

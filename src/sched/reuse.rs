@@ -30,7 +30,7 @@ use crate::prelude::*;
 
 use super::assign::{locate, refresh_copy, Planner};
 use super::ids::{BackendIdx, Loc};
-use super::table::{SlotInfo, Table};
+use super::table::{Seen, Table};
 use super::Sched;
 use crate::backend::BackendRef;
 use crate::ggml::{GraphRef, TensorRef};
@@ -143,18 +143,14 @@ impl Planner<'_> {
         if !st.reuse.valid || nodes.len() != st.nodes.len() || leafs.len() != st.leafs.len() {
             return false;
         }
-        let (keys, info) = (st.table.keys(), &st.table.info);
-        // NONE (u32::MAX) is out of range: it reads as NULL.
-        let key = |slot: u32| keys.get(slot as usize).copied().unwrap_or(core::ptr::null_mut());
+        let (keys, table) = (st.table.keys(), &st.table);
+        let key = |slot: u32| keys[slot as usize];
         let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
-        // what registration read of tensor `slot`, now `t`
-        let mut same = |t: TensorRef, slot: u32, vsrc: u32| {
-            let i = info[slot as usize];
-            t.get().view_src == key(vsrc) && SlotInfo::flags_of(t) == i.flags && locator.locate(t) == i.loc()
-        };
-        for (&leaf, &[slot, vsrc]) in leafs.iter().zip(&st.leafs) {
+        // what registration read of tensor `slot`, read again from `t`
+        let mut same = |t: TensorRef, slot: u32| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
+        for (&leaf, &[slot, _]) in leafs.iter().zip(&st.leafs) {
             match TensorRef::new(leaf) {
-                Some(t) if leaf == key(slot) && same(t, slot, vsrc) => {}
+                Some(t) if leaf == key(slot) && same(t, slot) => {}
                 _ => return false,
             }
         }
@@ -166,15 +162,12 @@ impl Planner<'_> {
             let end = n.srcs_end as usize;
             let srcs = &st.srcs[start..end];
             let src = &t.get().src;
-            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s))
-                || src.get(srcs.len()).is_some_and(|p| !p.is_null())
-                || !same(t, n.slot, n.vsrc)
-            {
+            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s)) || src.get(srcs.len()).is_some_and(|p| !p.is_null()) || !same(t, n.slot) {
                 return false;
             }
             start = end;
         }
-        if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot, info[slot as usize].vsrc)) {
+        if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot)) {
             return false;
         }
         st.reuse.answers_hold(self.backends, &st.table)

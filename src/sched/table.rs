@@ -29,6 +29,25 @@ pub(super) struct SlotInfo {
     pub vsrc: u32,
 }
 
+/// What registration reads of a tensor, and a reuse reads again: its view
+/// source, its flags and where its memory is. The table keeps it in the
+/// tensor's [`SlotInfo`] (the view source as a slot); [`Table::seen`] gives
+/// it back, so a reuse compares one value per tensor.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Seen {
+    pub view_src: *mut wsp_ggml_tensor,
+    pub flags: u8,
+    pub loc: Loc,
+}
+
+impl Seen {
+    /// Read `t` now; `locate` finds the backend of its buffer.
+    #[inline]
+    pub fn read(t: TensorRef, locate: impl FnOnce(TensorRef) -> Loc) -> Seen {
+        Seen { view_src: t.get().view_src, flags: SlotInfo::flags_of(t), loc: locate(t) }
+    }
+}
+
 // The table holds one per tensor: the typed fields take no more room than
 // the integers with sentinels they replaced.
 const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
@@ -263,6 +282,15 @@ impl Table {
         self.len += 1;
         self.steps += steps;
         Ok((i as u32, true))
+    }
+
+    /// What registration read of the tensor in `slot`.
+    #[inline]
+    pub fn seen(&self, slot: u32) -> Seen {
+        let i = &self.info[slot as usize];
+        // NONE (u32::MAX) is out of range: it reads as NULL.
+        let view_src = self.keys.get(i.vsrc as usize).copied().unwrap_or(core::ptr::null_mut());
+        Seen { view_src, flags: i.flags, loc: i.loc() }
     }
 
     /// The tensor in a registered slot.
