@@ -121,6 +121,56 @@ struct Patch {
     copy: u32,
 }
 
+/// The graph sources a split redirects to its input copies, and whether
+/// they are redirected right now. Dropped while they are, it gives the
+/// graph its sources back: the caller's graph never keeps pointers into the
+/// scheduler's copies.
+#[derive(Default)]
+struct Patches {
+    list: Vec<Patch>,
+    applied: bool,
+}
+
+impl Patches {
+    fn push(&mut self, p: Patch) {
+        debug_assert!(!self.applied, "planned before they are applied");
+        self.list.push(p);
+    }
+
+    fn clear(&mut self) {
+        debug_assert!(!self.applied, "the graph's sources are given back first");
+        self.list.clear();
+    }
+
+    fn iter(&self) -> core::slice::Iter<'_, Patch> {
+        self.list.iter()
+    }
+
+    /// Point the graph's sources at their input copies.
+    fn apply(&mut self, copies: &CopyTensors) {
+        for p in &self.list {
+            p.node.set_src(p.j, copies.get(p.copy as usize));
+        }
+        self.applied = true;
+    }
+
+    /// Give the graph its sources back (nothing if they are not redirected).
+    fn undo(&mut self) {
+        if self.applied {
+            for p in self.list.iter().rev() {
+                p.node.set_src(p.j, p.original);
+            }
+            self.applied = false;
+        }
+    }
+}
+
+impl Drop for Patches {
+    fn drop(&mut self) {
+        self.undo();
+    }
+}
+
 /// One split of one graph, in three stages:
 /// - **snapshot** (`Planner::index_graph`): every tensor the passes or the
 ///   allocation touch gets a table slot, with what the passes read of it
@@ -143,7 +193,8 @@ struct Patch {
 ///   split's (input slot, copy index), each copy once per split;
 /// - `copy_of[c]` describes `copies[c]` for every copy in use, and
 ///   `copy_index` maps (slot, backend) to it;
-/// - `patched` is true exactly while the graph's sources point at copies.
+/// - `patches.applied` is true exactly while the graph's sources point at
+///   copies.
 ///
 /// Kept between computes: when the next graph is the same (every record
 /// equal, see reuse.rs) the split is reused instead of made again.
@@ -164,9 +215,7 @@ struct State {
     splits: Vec<Split>,
     /// (input tensor slot, copy index) for every split, in split order.
     inputs: Vec<(u32, u32)>,
-    patches: Vec<Patch>,
-    /// The patches are applied to the graph right now.
-    patched: bool,
+    patches: Patches,
     /// One graph view per split, handed to the backend's graph_compute.
     split_graphs: Vec<wsp_ggml_cgraph>,
     /// The walk of the split's allocation (galloc.rs).
@@ -541,7 +590,6 @@ impl State {
     /// Forget the split (not the memory): the one way to clear it, before
     /// a new one and on `reset`. The sources must be given back first.
     fn clear_split(&mut self) {
-        debug_assert!(!self.patched, "the graph's sources are given back first");
         self.reuse.clear();
         self.leafs.clear();
         self.nodes.clear();
@@ -566,7 +614,7 @@ impl State {
         order.srcs.reserve_exact(self.srcs.len() + 2 * self.inputs.len());
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.srcs);
-        for p in &self.patches {
+        for p in self.patches.iter() {
             order.srcs[p.k as usize] = self.copy_of[p.copy as usize].slot;
         }
         for split in &self.splits {
@@ -591,27 +639,18 @@ impl State {
 
     /// Point graph sources at their input copies.
     fn patch(&mut self) {
-        for p in &self.patches {
-            p.node.set_src(p.j, self.copies.get(p.copy as usize));
-        }
-        self.patched = true;
+        self.patches.apply(&self.copies);
     }
 
     /// Give the graph its sources back.
     fn unpatch(&mut self) {
-        if self.patched {
-            for p in self.patches.iter().rev() {
-                p.node.set_src(p.j, p.original);
-            }
-            self.patched = false;
-        }
+        self.patches.undo();
     }
 }
 
 impl Drop for Sched {
     fn drop(&mut self) {
-        // Leave the user's graph as it was even if dropped mid-way.
-        self.st.unpatch();
+        // (the graph's sources are given back when the patches drop)
         self.free_retired();
         for t in core::mem::take(&mut self.tallocs) {
             self.free_talloc(t);
