@@ -37,34 +37,6 @@ impl wsp_ggml_cgraph {
     }
 }
 
-/// ggml's block size and type size of each type, packed (`blck << 16 |
-/// size`; 0: not asked yet): constants of the ggml linked in, asked once.
-static TYPE_SIZES: [core::sync::atomic::AtomicUsize; 32] = {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const UNKNOWN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-    [UNKNOWN; 32]
-};
-
-/// (block size, type size) of ggml type `type_`; None for a type this
-/// cache does not hold (ggml is then asked per call).
-fn type_sizes(type_: c_int) -> Option<(u64, u64)> {
-    use core::sync::atomic::Ordering::Relaxed;
-    let slot = TYPE_SIZES.get(usize::try_from(type_).ok()?)?;
-    let mut packed = slot.load(Relaxed);
-    if packed == 0 {
-        // SAFETY: plain lookups in ggml's type table, for a type the
-        // caller's tensor has (as wsp_ggml_nbytes would do).
-        let (blck, size) = unsafe { (wsp_ggml_blck_size(type_), wsp_ggml_type_size(type_)) };
-        let blck = usize::try_from(blck).ok().filter(|&b| b > 0 && b < 1 << 15)?;
-        if size == 0 || size >= 1 << 16 {
-            return None;
-        }
-        packed = blck << 16 | size;
-        slot.store(packed, Relaxed);
-    }
-    Some(((packed >> 16) as u64, (packed & 0xffff) as u64))
-}
-
 /// The free blocks of an allocator (offset from its buffer's base, size),
 /// sorted by offset: what ggml-alloc would hand out next. ggml-alloc has no
 /// call for this; it is read from the head of its private struct
@@ -156,23 +128,15 @@ impl TensorRef {
         // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.
         unsafe { (*self.as_ptr()).src[j] = t.as_ptr() }
     }
-    /// `wsp_ggml_nbytes`, computed here: the scheduler asks it of every
-    /// tensor on every compute (a reuse checks sizes), and a call into ggml
-    /// per tensor was a measurable part of that.
+    /// `wsp_ggml_nbytes`, asked of ggml every time. A process-wide cache of
+    /// ggml's type sizes was global mutable state (helgrind saw races on it
+    /// between two schedulers' threads) and saved little: asking ggml costs
+    /// about 3 instructions per node more in a steady compute (scripts/callgrind,
+    /// 4096 nodes, 2 backends: 4,213,889 -> 4,228,739 Ir per compute, +0.35 %).
     pub fn nbytes(self) -> usize {
-        let t = self.get();
-        let Some((blck, type_size)) = type_sizes(t.type_) else {
-            // SAFETY: wsp_ggml_nbytes only reads the tensor's type, ne and nb.
-            return unsafe { wsp_ggml_nbytes(self.as_ptr()) };
-        };
-        // As ggml computes it, in size_t arithmetic (wrapping like C's).
-        let dim = |i: usize| (t.ne[i] as u64).wrapping_sub(1).wrapping_mul(t.nb[i] as u64);
-        let first = if blck == 1 { type_size.wrapping_add(dim(0)) } else { (t.ne[0] as u64).wrapping_mul(t.nb[0] as u64) / blck };
-        let n = (1..4).fold(first, |n, i| n.wrapping_add(dim(i))) as usize;
-        // Every test build checks it against ggml on every call.
-        // SAFETY: as above.
-        debug_assert_eq!(n, unsafe { wsp_ggml_nbytes(self.as_ptr()) }, "nbytes of '{}'", self.name_lossy());
-        n
+        // SAFETY: TensorRef invariant; wsp_ggml_nbytes only reads the
+        // tensor's type, ne and nb.
+        unsafe { wsp_ggml_nbytes(self.as_ptr()) }
     }
     pub fn name(&self) -> &CStr {
         let name = &self.get().name;

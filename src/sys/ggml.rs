@@ -245,8 +245,6 @@ extern "C" {
     pub fn wsp_ggml_tallocr_new_from_buffer(buffer: *mut wsp_ggml_backend_buffer) -> wsp_ggml_tallocr_t;
     pub fn wsp_ggml_tallocr_alloc(talloc: wsp_ggml_tallocr_t, tensor: *mut wsp_ggml_tensor);
     pub fn wsp_ggml_nbytes(tensor: *const wsp_ggml_tensor) -> usize;
-    pub fn wsp_ggml_blck_size(type_: c_int) -> c_int;
-    pub fn wsp_ggml_type_size(type_: c_int) -> usize;
     pub fn wsp_ggml_op_name(op: c_int) -> *const c_char;
     pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
     pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
