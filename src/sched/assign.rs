@@ -4,9 +4,9 @@
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc};
+use super::ids::{BackendIdx, Loc, SlotId};
 use super::table::{Attempt, Full, Retry, Seen, SlotInfo};
-use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split, NONE};
+use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split};
 use crate::ptrmap::PtrMap;
 
 use crate::backend::BackendRef;
@@ -84,7 +84,7 @@ impl Planner<'_> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
             let (s, new) = self.st.table.insert(v)?;
-            self.st.table.info[at as usize].vsrc = s;
+            self.st.table.info[at as usize].vsrc = Some(SlotId::new(s));
             if !new {
                 break;
             }
@@ -99,7 +99,7 @@ impl Planner<'_> {
         // (the view source's slot is set when it is registered)
         let seen = Seen::read(t, |t| locate(self.backends, t));
         self.st.table.info[slot as usize] =
-            SlotInfo { assign: None, packed_loc: seen.loc.into(), rule: Rule::Unset, flags: seen.flags, vsrc: NONE };
+            SlotInfo { assign: None, packed_loc: seen.loc.into(), rule: Rule::Unset, flags: seen.flags, vsrc: None };
         if !listed {
             self.st.reuse.unlisted.push(slot);
         }
@@ -114,7 +114,7 @@ impl Planner<'_> {
     /// Whether some registered tensor works in tensor `slot`'s memory (a
     /// view of it: the placement needs that memory to initialise the view).
     fn viewed(&self, slot: u32) -> bool {
-        self.st.table.info.iter().any(|i| i.vsrc == slot)
+        self.st.table.info.iter().any(|i| i.vsrc == Some(SlotId::new(slot)))
     }
 
     /// Whether tensor `slot`'s op is a view op.
@@ -152,7 +152,7 @@ impl Planner<'_> {
     /// `supports_op` rejects it. The original ignored every assignment, so
     /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
     #[inline]
-    fn user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<BackendIdx> {
+    fn user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
         if self.user.is_empty() {
             return None;
         }
@@ -160,12 +160,12 @@ impl Planner<'_> {
     }
 
     #[cold]
-    fn applicable_user_assignment(&mut self, slot: u32, vsrc: u32, is_node: bool) -> Option<BackendIdx> {
+    fn applicable_user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
         let t = self.tensor(slot);
         let b = BackendIdx::new(self.user.get(t.as_ptr() as usize as u64)? as usize);
         let why = if self.loc(slot).in_buffer() || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
-        } else if vsrc != NONE {
+        } else if vsrc.is_some() {
             "it works in the memory of another tensor"
         } else if is_node && !self.supports(b, slot) {
             "that backend does not support it"
@@ -328,10 +328,10 @@ impl Planner<'_> {
             let leaf = TensorRef::new(leaf).unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
             let slot = self.register_listed(leaf)?;
             let vsrc = match leaf.view_src() {
-                Some(v) => self.register(v, false)?,
-                None => NONE,
+                Some(v) => Some(SlotId::new(self.register(v, false)?)),
+                None => None,
             };
-            self.st.leafs.push([slot, vsrc]);
+            self.st.leafs.push((slot, vsrc));
         }
         for (i, &node) in graph.node_ptrs().iter().enumerate() {
             let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
@@ -341,8 +341,8 @@ impl Planner<'_> {
                 self.st.srcs.push(s);
             }
             let vsrc = match node.view_src() {
-                Some(v) => self.register(v, false)?,
-                None => NONE,
+                Some(v) => Some(SlotId::new(self.register(v, false)?)),
+                None => None,
             };
             self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
         }
@@ -362,7 +362,7 @@ impl Planner<'_> {
     /// memory) already lives on a backend.
     fn pass1_from_locations(&mut self, func: &str) {
         for k in 0..self.st.leafs.len() {
-            let [slot, vsrc] = self.st.leafs[k];
+            let (slot, vsrc) = self.st.leafs[k];
             if let Some(b) = self.user_assignment(slot, vsrc, false) {
                 self.set(slot, b, Rule::User);
                 continue;
@@ -371,8 +371,8 @@ impl Planner<'_> {
                 continue;
             }
             let mut loc = self.loc(slot);
-            if loc == Loc::Nowhere && vsrc != NONE {
-                loc = self.loc(vsrc);
+            if let (Loc::Nowhere, Some(v)) = (loc, vsrc) {
+                loc = self.loc(v.get());
             }
             if loc.in_buffer() {
                 let b = self.known(loc, slot, func);
@@ -395,7 +395,7 @@ impl Planner<'_> {
                 self.set(slot, b, Rule::Dst);
                 continue;
             }
-            if vs != NONE && self.loc(vs).in_buffer() {
+            if let Some(vs) = vs.map(SlotId::get).filter(|&vs| self.loc(vs).in_buffer()) {
                 let b = self.known(self.loc(vs), vs, func);
                 self.set(slot, b, Rule::ViewSrc);
                 continue;
@@ -436,10 +436,10 @@ impl Planner<'_> {
     /// Where the memory a node works in comes from: the first tensor along
     /// its view sources that is in a buffer, or the last one (a tensor
     /// the placement will allocate, or memory outside any backend buffer).
-    fn memory_root(&self, vs: u32) -> u32 {
-        let mut r = vs;
-        while self.loc(r) == Loc::Nowhere && self.info(r).vsrc != NONE {
-            r = self.info(r).vsrc;
+    fn memory_root(&self, vs: SlotId) -> u32 {
+        let mut r = vs.get();
+        while let (Loc::Nowhere, Some(v)) = (self.loc(r), self.info(r).vsrc) {
+            r = v.get();
         }
         r
     }
@@ -449,11 +449,11 @@ impl Planner<'_> {
     /// is allocated by, once that is known (the placement initialises it with
     /// that backend's allocator; the original asserted there, or in release
     /// builds initialised it in another backend's buffer).
-    fn follow_memory(&mut self, slot: u32, vs: u32) {
-        if vs == NONE {
+    fn follow_memory(&mut self, slot: u32, vs: Option<SlotId>) {
+        let Some(vs) = vs else {
             return;
-        }
-        let Some(owner) = self.assign(vs).filter(|&o| Some(o) != self.assign(slot)) else {
+        };
+        let Some(owner) = self.assign(vs.get()).filter(|&o| Some(o) != self.assign(slot)) else {
             return;
         };
         // Memory outside any backend buffer (a plain ggml context) pins nothing.
@@ -490,7 +490,7 @@ impl Planner<'_> {
                 continue;
             };
             let here = self.backends[a];
-            let root = (vs != NONE).then(|| self.memory_root(vs));
+            let root = vs.map(|vs| self.memory_root(vs));
             let pinned = match (self.st.table.info[slot as usize].rule, root) {
                 (Rule::Dst | Rule::ViewSrc, _) => Some("its memory is on that backend".to_string()),
                 (_, Some(r)) if self.loc(r).in_buffer() => {
@@ -582,7 +582,7 @@ impl Planner<'_> {
                 continue;
             }
             let node = self.node(i);
-            let owner = self.tensor(self.memory_root(vsrc));
+            let owner = self.tensor(self.memory_root(vsrc.expect("it moved to follow its view source")));
             fatal(
                 func,
                 &format!(
@@ -672,7 +672,7 @@ impl Planner<'_> {
     /// has a backend.
     fn first_split_backend(&self) -> Option<BackendIdx> {
         let nodes = &self.st.nodes;
-        let first = nodes.iter().find(|n| n.vsrc == NONE).or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)));
+        let first = nodes.iter().find(|n| n.vsrc.is_none()).or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)));
         // (an unassigned first node stops pass 4 unless it is a view of set memory)
         first.and_then(|n| self.assign(n.slot)).or_else(|| nodes.iter().find_map(|n| self.assign(n.slot)))
     }
@@ -745,7 +745,7 @@ impl Planner<'_> {
             return c;
         }
         let c = self.st.copy_of.len() as u32;
-        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0, slot: NONE });
+        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0, slot: None });
         self.st.copy_index.insert(key, c);
         c
     }
@@ -761,7 +761,7 @@ impl Planner<'_> {
             refresh_copy(self.backends, self.st, c);
             let copy_ref = self.st.copies.get(c);
             let (cslot, _) = self.st.table.insert(copy_ref)?;
-            self.st.copy_of[c].slot = cslot;
+            self.st.copy_of[c].slot = Some(SlotId::new(cslot));
             self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
         }
         Ok(())

@@ -29,10 +29,13 @@ use core::ffi::c_void;
 use super::ids::BackendIdx;
 use super::table::Table;
 use super::talloc_model::Model;
-use super::NONE;
 use crate::buffer::{wsp_ggml_backend_buffer, BufferRef};
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
+
+/// "No tensor" among the allocation's ids (table slots, then the extra
+/// tensors it meets past the table).
+const NONE: u32 = u32::MAX;
 
 /// One compute buffer as an allocation sees it.
 #[derive(Clone, Debug)]
@@ -259,8 +262,8 @@ impl Galloc {
             let g = t.get();
             let vsrc = if g.view_src.is_null() {
                 NONE
-            } else if keys.get(info.vsrc as usize) == Some(&g.view_src) {
-                info.vsrc // as registered (ggml-alloc may have changed it since)
+            } else if let Some(v) = info.vsrc.map(|v| v.get()).filter(|&v| keys[v as usize] == g.view_src) {
+                v // as registered (ggml-alloc may have changed it since)
             } else {
                 table.find(g.view_src).unwrap_or_else(|| {
                     unheld.push(self.slots.len());

@@ -62,6 +62,28 @@ impl<T> IndexMut<BackendIdx> for alloc::vec::Vec<T> {
     }
 }
 
+/// A tensor's slot in the scheduler's table, where it is optional (a view
+/// source, a copy not made yet). Stored plus one, so that `Option<SlotId>`
+/// takes four bytes like the `u32` slots it stands for.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) struct SlotId(core::num::NonZeroU32);
+
+impl SlotId {
+    /// Slot `slot` (below `u32::MAX`: the table is smaller).
+    #[inline]
+    pub fn new(slot: u32) -> SlotId {
+        match core::num::NonZeroU32::new(slot.wrapping_add(1)) {
+            Some(n) => SlotId(n),
+            None => unreachable!("a table slot is below u32::MAX"),
+        }
+    }
+
+    #[inline]
+    pub fn get(self) -> u32 {
+        self.0.get() - 1
+    }
+}
+
 /// Where a tensor's memory is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Loc {
@@ -126,5 +148,8 @@ mod tests {
         }
         assert!(BackendIdx::new(0) < BackendIdx::new(1), "priority order");
         assert_eq!(BackendIdx::new(7).get(), 7);
+        assert_eq!(core::mem::size_of::<Option<SlotId>>(), 4);
+        assert_eq!(SlotId::new(0).get(), 0);
+        assert_eq!(SlotId::new(u32::MAX - 1).get(), u32::MAX - 1);
     }
 }

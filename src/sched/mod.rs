@@ -37,12 +37,9 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::ptrmap::PtrMap;
-use ids::BackendIdx;
+use ids::{BackendIdx, SlotId};
 
 pub use cell::SchedCell;
-
-/// "No backend" / "no entry" in u32 tables (node view sources, copy lists).
-const NONE: u32 = u32::MAX;
 
 /// The rule that gave a tensor its backend. Not only a label for
 /// `WSP_GGML_SCHED_DEBUG`: later steps read it. A node placed by `Dst` or
@@ -86,14 +83,14 @@ struct Split {
     inputs: core::ops::Range<usize>,
 }
 
-/// One graph node: its slot, its view source's slot (or NONE), and where its
+/// One graph node: its slot, its view source's slot, and where its
 /// sources' slots end in `State::srcs` (they start where the previous
 /// node's end; ggml stops at the first NULL source). Whether it is a view
 /// op is in its slot's flags.
 #[derive(Clone, Copy)]
 struct NodeInfo {
     slot: u32,
-    vsrc: u32,
+    vsrc: Option<SlotId>,
     srcs_end: u32,
 }
 
@@ -106,8 +103,15 @@ struct CopyOf {
     /// Split index + 1 (dedupes a split's inputs: all of them are copies to
     /// the split's backend, so one mark per copy suffices).
     mark: u32,
-    /// Its table slot (NONE until made).
-    slot: u32,
+    /// Its table slot (once made).
+    slot: Option<SlotId>,
+}
+
+impl CopyOf {
+    /// The copy's slot (it is made once the plan is applied).
+    fn made(&self) -> u32 {
+        self.slot.expect("input copies are made before the placement").get()
+    }
 }
 
 /// A graph `src` slot redirected to an input copy during the compute.
@@ -185,8 +189,8 @@ impl Drop for Patches {
 ///   (`split_graphs`) computed; after the compute the patches are undone.
 ///
 /// Invariants, between split_graph and the end of the compute:
-/// - every slot named anywhere here is registered in `table`; `NONE` is "no
-///   slot", and a slot without a backend has `assign: None` (table.rs);
+/// - every slot named anywhere here is registered in `table`; a slot
+///   without a backend has `assign: None` (table.rs);
 /// - `nodes[i]` is graph node i; its sources' slots are
 ///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
 /// - `splits` tile the node range in order; `inputs[split.inputs]` are the
@@ -201,8 +205,8 @@ impl Drop for Patches {
 #[derive(Default)]
 struct State {
     table: table::Table,
-    /// (slot, view source slot or NONE) of every graph leaf.
-    leafs: Vec<[u32; 2]>,
+    /// (slot, view source slot) of every graph leaf.
+    leafs: Vec<(u32, Option<SlotId>)>,
     nodes: Vec<NodeInfo>,
     /// Source slots of all nodes, back to back (see NodeInfo).
     srcs: Vec<u32>,
@@ -615,7 +619,7 @@ impl State {
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.srcs);
         for p in self.patches.iter() {
-            order.srcs[p.k as usize] = self.copy_of[p.copy as usize].slot;
+            order.srcs[p.k as usize] = self.copy_of[p.copy as usize].made();
         }
         for split in &self.splits {
             for &(slot, copy) in &self.inputs[split.inputs.clone()] {
@@ -626,7 +630,7 @@ impl State {
                     order.srcs.push(owner);
                 }
                 order.srcs.push(slot);
-                order.entries.push((self.copy_of[copy as usize].slot, start, order.srcs.len() as u32));
+                order.entries.push((self.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
             }
             let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end };
             order.entries.extend(self.nodes[split.i_start..split.i_end].iter().map(|n| {

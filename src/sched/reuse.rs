@@ -148,7 +148,7 @@ impl Planner<'_> {
         let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
         // what registration read of tensor `slot`, read again from `t`
         let mut same = |t: TensorRef, slot: u32| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
-        for (&leaf, &[slot, _]) in leafs.iter().zip(&st.leafs) {
+        for (&leaf, &(slot, _)) in leafs.iter().zip(&st.leafs) {
             match TensorRef::new(leaf) {
                 Some(t) if leaf == key(slot) && same(t, slot) => {}
                 _ => return false,

@@ -9,7 +9,7 @@
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, PackedLoc};
+use super::ids::{BackendIdx, Loc, PackedLoc, SlotId};
 use super::Rule;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
@@ -25,8 +25,8 @@ pub(super) struct SlotInfo {
     pub rule: Rule,
     /// [`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`], [`SlotInfo::COMPUTED`].
     pub flags: u8,
-    /// Slot of its view source (registered with it), or NONE.
-    pub vsrc: u32,
+    /// Slot of its view source (registered with it).
+    pub vsrc: Option<SlotId>,
 }
 
 /// What registration reads of a tensor, and a reuse reads again: its view
@@ -53,7 +53,7 @@ impl Seen {
 const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
 
 impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: super::NONE };
+    const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: None };
     /// `data` is set.
     pub const HAS_DATA: u8 = 1;
     /// Its op is a view op (RESHAPE, VIEW, PERMUTE, TRANSPOSE).
@@ -288,8 +288,7 @@ impl Table {
     #[inline]
     pub fn seen(&self, slot: u32) -> Seen {
         let i = &self.info[slot as usize];
-        // NONE (u32::MAX) is out of range: it reads as NULL.
-        let view_src = self.keys.get(i.vsrc as usize).copied().unwrap_or(core::ptr::null_mut());
+        let view_src = i.vsrc.map_or(core::ptr::null_mut(), |v| self.keys[v.get() as usize]);
         Seen { view_src, flags: i.flags, loc: i.loc() }
     }
 
