@@ -2,6 +2,9 @@
 //! patches a project of rc.4's shape (ffi-tests/whisper-rn), which CMake then
 //! builds on Linux for the x86_64 ABI, with stand-ins for Android's `log`,
 //! `android` and `unwind` libraries, linking with `-Wl,--no-undefined`.
+//! The script's other promises are tested on the stand-in without a build:
+//! exit status 2 for every refusal, the podspec's Android and iOS changes
+//! composing in either order, no absolute path in the patch.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -45,6 +48,36 @@ fn checkout(root: &Path) -> PathBuf {
         std::fs::copy(out.join("ref").join(f), cpp.join(f)).unwrap();
     }
     wrn
+}
+
+/// The stand-in project with an empty `cpp/`: enough for the script, not for a build.
+fn light_checkout(root: &Path, name: &str) -> PathBuf {
+    let wrn = root.join(name);
+    let _ = std::fs::remove_dir_all(&wrn);
+    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("whisper-rn"), &wrn);
+    std::fs::create_dir_all(wrn.join("cpp")).unwrap();
+    wrn
+}
+
+fn whisper_rn(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(workspace_root().join("scripts/whisper-rn")).args(args).output().expect("run scripts/whisper-rn")
+}
+
+/// Every file under `dir` with its bytes, to show that a refusal wrote nothing.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            } else {
+                files.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// Stand-ins for the NDK's liblog, libandroid and libunwind (the last one
@@ -97,17 +130,24 @@ fn readme_android_recipe_builds_links_and_runs() {
     }
     let cmake_text = std::fs::read_to_string(wrn.join("android/src/main/CMakeLists.txt")).unwrap();
     assert!(!cmake_text.contains("/ggml-backend.c"), "ggml-backend.c is still a source:\n{cmake_text}");
+    // The library's folder is written in relative to the CMakeLists.txt's
+    // (the build below uses that default; `moved` shows it holds no absolute path).
+    let real_root = std::fs::canonicalize(&root).unwrap();
+    assert!(
+        !cmake_text.contains(&*root.to_string_lossy()) && !cmake_text.contains(&*real_root.to_string_lossy()),
+        "the patch holds an absolute path:\n{cmake_text}"
+    );
+    assert!(cmake_text.contains(r#"set(WSP_GGML_BACKEND_DIR "${WSP_GGML_BACKEND_HERE}/../../../../lib")"#), "{cmake_text}");
     let pod = std::fs::read_to_string(wrn.join("whisper-rn.podspec")).unwrap();
     assert!(pod.contains(r#"s.exclude_files = "cpp/ggml-backend.c""#), "{pod}");
 
-    let build = root.join("build");
-    let _ = std::fs::remove_dir_all(&build);
-    ok(
-        Command::new("cmake")
-            .arg("-S")
+    let configure = |wrn: &Path, build: &Path| {
+        let _ = std::fs::remove_dir_all(build);
+        let mut cmd = Command::new("cmake");
+        cmd.arg("-S")
             .arg(wrn.join("android/src/main"))
             .arg("-B")
-            .arg(&build)
+            .arg(build)
             .arg("-DANDROID_ABI=x86_64")
             .arg("-DCMAKE_BUILD_TYPE=Release")
             .arg(format!("-DCMAKE_C_COMPILER={}", env!("FFI_CC")))
@@ -117,10 +157,11 @@ fn readme_android_recipe_builds_links_and_runs() {
             .arg("-DCMAKE_C_FLAGS=-D_GNU_SOURCE")
             .arg(format!("-DCMAKE_LIBRARY_PATH={}", stubs.display()))
             .arg(format!("-DCMAKE_SHARED_LINKER_FLAGS=-L{} -Wl,--no-undefined", stubs.display()))
-            .output()
-            .expect("run cmake (scripts/test installs it)"),
-        "cmake configure",
-    );
+            .env_remove("WSP_GGML_BACKEND_DIR");
+        cmd
+    };
+    let build = root.join("build");
+    ok(configure(&wrn, &build).output().expect("run cmake (scripts/test installs it)"), "cmake configure");
     ok(Command::new("cmake").arg("--build").arg(&build).arg("-j2").output().unwrap(), "cmake --build");
     let so = build.join("libwhisper.so");
     assert!(so.exists(), "no {}", so.display());
@@ -156,4 +197,96 @@ fn readme_android_recipe_builds_links_and_runs() {
     ok(o, "linking the self-test");
     let r = ok(Command::new(&exe).output().unwrap(), "the self-test");
     assert_eq!(r.trim(), "80");
+
+    // The patched project and the library moved together (another machine,
+    // another user's checkout of an app with a patch-package patch) still
+    // configure: no absolute path was baked in.
+    let moved = root.join("moved");
+    let _ = std::fs::remove_dir_all(&moved);
+    copy_tree(&wrn, &moved.join("whisper.rn"));
+    copy_tree(&lib_dir, &moved.join("lib"));
+    std::fs::remove_dir_all(&lib_dir).unwrap();
+    ok(configure(&moved.join("whisper.rn"), &moved.join("build")).output().unwrap(), "cmake configure of the moved project");
+    // and the default stays overridable, by a CMake variable and by the environment
+    for (how, dir) in [("-D", moved.join("elsewhere-var")), ("env", moved.join("elsewhere-env"))] {
+        let mut cmd = configure(&moved.join("whisper.rn"), &moved.join("build-override"));
+        if how == "-D" {
+            cmd.arg(format!("-DWSP_GGML_BACKEND_DIR={}", dir.display()));
+        } else {
+            cmd.env("WSP_GGML_BACKEND_DIR", &dir);
+        }
+        let o = cmd.output().unwrap();
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(!o.status.success(), "WSP_GGML_BACKEND_DIR ({how}) pointing nowhere was not used:\n{all}");
+        // (CMake wraps the message's words, not the path)
+        let wanted = format!("{}/target/x86_64-linux-android/release/dist/libwsp_ggml_backend.a", dir.display());
+        assert!(all.contains(&wanted) && all.contains("not found"), "WSP_GGML_BACKEND_DIR ({how}) not used:\n{all}");
+    }
+}
+
+#[test]
+fn whisper_rn_refusals_exit_2_and_write_nothing() {
+    let root = harness::out_dir().join("whisper-rn-refusals");
+    let wrn = light_checkout(&root, "whisper.rn");
+    let before = snapshot(&wrn);
+    let cases: Vec<(&str, Vec<std::ffi::OsString>)> = vec![
+        ("no project argument", vec![]),
+        ("an unknown option", vec![wrn.clone().into(), "--no-such-option".into()]),
+        ("a folder that is not whisper.rn", vec![root.join("nowhere").into()]),
+        ("a missing --xcframework folder", vec![wrn.clone().into(), "--xcframework".into(), root.join("none.xcframework").into()]),
+    ];
+    for (what, args) in &cases {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let o = whisper_rn(&args);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(!o.stderr.is_empty(), "{what}: no message");
+        assert!(snapshot(&wrn) == before, "{what}: files were written");
+    }
+    // a CMakeLists.txt of another shape: refused, nothing written (headers included)
+    let cmake = wrn.join("android/src/main/CMakeLists.txt");
+    let text = std::fs::read_to_string(&cmake).unwrap();
+    std::fs::write(&cmake, text.replace("${RNWHISPER_LIB_DIR}/ggml-backend.c", "")).unwrap();
+    let before = snapshot(&wrn);
+    let o = whisper_rn(&[wrn.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ggml-backend.c"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(snapshot(&wrn) == before, "a refused checkout was written to");
+}
+
+#[test]
+fn whisper_rn_android_and_xcframework_compose_in_either_order() {
+    let root = harness::out_dir().join("whisper-rn-compose");
+    let xcf = root.join("wsp_ggml_backend.xcframework");
+    let _ = std::fs::remove_dir_all(&xcf);
+    std::fs::create_dir_all(xcf.join("ios-arm64")).unwrap();
+    std::fs::write(xcf.join("Info.plist"), "<plist/>\n").unwrap();
+    std::fs::write(xcf.join("ios-arm64/libwsp_ggml_backend.a"), "!<arch>\n").unwrap();
+    let lib = root.join("lib");
+    let run = |wrn: &Path, with_xcf: bool| {
+        let mut args = vec![wrn.as_os_str(), "--lib-dir".as_ref(), lib.as_os_str()];
+        if with_xcf {
+            args.extend(["--xcframework".as_ref(), xcf.as_os_str()]);
+        }
+        ok(whisper_rn(&args), "scripts/whisper-rn")
+    };
+    let android_first = light_checkout(&root, "android-first");
+    run(&android_first, false);
+    assert!(run(&android_first, true).contains("whisper-rn.podspec"), "--xcframework after the Android patch left the podspec alone");
+    let ios_first = light_checkout(&root, "ios-first");
+    run(&ios_first, true);
+    run(&ios_first, false);
+    for wrn in [&android_first, &ios_first] {
+        // again, in both modes: nothing to do, the framework stays vendored
+        assert_eq!(run(wrn, true).trim(), "already patched: nothing to do");
+        assert_eq!(run(wrn, false).trim(), "already patched: nothing to do");
+        let pod = std::fs::read_to_string(wrn.join("whisper-rn.podspec")).unwrap();
+        assert_eq!(pod.matches(r#"s.vendored_frameworks = "ios/wsp_ggml_backend.xcframework""#).count(), 1, "{pod}");
+        assert_eq!(pod.matches(r#""cpp/ggml-backend.c""#).count(), 1, "{pod}");
+        assert_eq!(pod.matches("s.exclude_files").count(), 1, "{pod}");
+        assert!(wrn.join("ios/wsp_ggml_backend.xcframework/ios-arm64/libwsp_ggml_backend.a").is_file());
+    }
+    let strip = |wrn: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        snapshot(wrn).into_iter().map(|(p, b)| (p.strip_prefix(wrn).unwrap().to_path_buf(), b)).collect()
+    };
+    assert!(strip(&android_first) == strip(&ios_first), "the two orders give different projects");
 }
