@@ -57,47 +57,87 @@ extern "C" {
 #endif // __cplusplus
 
 // Set (or clear, with NULL) the evaluation callback of the scheduler.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `callback`, if set, is safe to call with `user_data` until it is replaced.
 WSP_GGML_API void wsp_ggml_backend_sched_set_eval_callback(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_sched_eval_callback callback, void *user_data);
 
 // Number of splits of the last split graph (init_measure, reserve or compute).
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 WSP_GGML_API int wsp_ggml_backend_sched_get_n_splits(wsp_ggml_backend_sched_t sched);
 
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 WSP_GGML_API int wsp_ggml_backend_sched_get_n_backends(wsp_ggml_backend_sched_t sched);
 
 // The backend at priority index `i` (aborts if out of range).
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_backend_sched_get_backend(wsp_ggml_backend_sched_t sched, int i);
 
 // The backend `node` was assigned to in the last split graph, or NULL.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `node` is a live ggml tensor.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_backend_sched_get_tensor_backend(wsp_ggml_backend_sched_t sched, struct wsp_ggml_tensor *node);
 
 // Size of the scheduler's compute buffer for `backend`.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API size_t wsp_ggml_backend_sched_get_buffer_size(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend);
 
 // Forget set_node_backend assignments and the last split graph.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 WSP_GGML_API void wsp_ggml_backend_sched_reset(wsp_ggml_backend_sched_t sched);
 
 // Measure `graph` and grow (never shrink) the compute buffers so it fits.
 // Before init_measure it is init_measure.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API void wsp_ggml_backend_sched_reserve(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *graph);
 
 // Split `i_split` of the last split graph; false if out of range.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `stats` points to writable storage for one struct.
 WSP_GGML_API bool wsp_ggml_backend_sched_get_split_stats(wsp_ggml_backend_sched_t sched, int i_split, struct wsp_ggml_backend_sched_split_stats *stats);
 
 // What the last compute did on `backend`; false if it is not in the scheduler.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes; `stats` points to writable storage for one struct.
 WSP_GGML_API bool wsp_ggml_backend_sched_get_backend_stats(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend, struct wsp_ggml_backend_sched_backend_stats *stats);
 
 // Abort callback of the CPU backend: checked by ggml between nodes; returning
 // true stops the compute.
+//
+// # Safety
+// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `abort_callback`, if set, is safe to call with `abort_callback_data` until it is replaced.
 WSP_GGML_API void wsp_ggml_backend_cpu_set_abort_callback(wsp_ggml_backend_t backend_cpu, bool (*abort_callback)(void *data), void *abort_callback_data);
 
 // Copy an allocated graph to `backend` (data of allocated tensors copied,
 // views re-created). Free with wsp_ggml_backend_graph_copy_free.
+//
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `graph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API struct wsp_ggml_backend_graph_copy wsp_ggml_backend_graph_copy(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *graph);
 
+// # Safety
+// `copy` was returned by `wsp_ggml_backend_graph_copy` and is not freed yet.
 WSP_GGML_API void wsp_ggml_backend_graph_copy_free(struct wsp_ggml_backend_graph_copy copy);
 
 // `graph` is allocated on `backend1`: copy it to `backend2`, compute both
 // node by node and call `callback` with both results of each non-view node.
+//
+// # Safety
+// `backend1` is a live backend, its interface as ggml-backend-impl.h describes; `backend2` is a live backend, its interface as ggml-backend-impl.h describes; `graph` is a live graph whose node and leaf arrays hold live tensors; `callback`, if set, is safe to call with `user_data` during the call.
 WSP_GGML_API void wsp_ggml_backend_compare_graph_backend(wsp_ggml_backend_t backend1, wsp_ggml_backend_t backend2, struct wsp_ggml_cgraph *graph, wsp_ggml_backend_eval_callback callback, void *user_data);
 
 #ifdef __cplusplus

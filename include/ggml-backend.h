@@ -23,80 +23,155 @@ typedef struct wsp_ggml_backend_sched *wsp_ggml_backend_sched_t;
 extern "C" {
 #endif // __cplusplus
 
+// # Safety
+// `buffer` is NULL or a live buffer: made by this library, not freed.
 WSP_GGML_API void wsp_ggml_backend_buffer_free(wsp_ggml_backend_buffer_t buffer);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_alignment(wsp_ggml_backend_buffer_t buffer);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed.
 WSP_GGML_API void *wsp_ggml_backend_buffer_get_base(wsp_ggml_backend_buffer_t buffer);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_size(wsp_ggml_backend_buffer_t buffer);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_alloc_size(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
+// # Safety
+// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_buffer_free_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
+// # Safety
+// `tensor` is a live ggml tensor.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_get_backend(const struct wsp_ggml_tensor *tensor);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API const char *wsp_ggml_backend_name(wsp_ggml_backend_t backend);
 
+// # Safety
+// `backend` is NULL or a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_free(wsp_ggml_backend_t backend);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_alloc_buffer(wsp_ggml_backend_t backend, size_t size);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API size_t wsp_ggml_backend_get_alignment(wsp_ggml_backend_t backend);
 
+// # Safety
+// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_set_async(struct wsp_ggml_tensor *tensor, const void *data, size_t offset, size_t size);
 
+// # Safety
+// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_get_async(const struct wsp_ggml_tensor *tensor, void *data, size_t offset, size_t size);
 
+// # Safety
+// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_set(struct wsp_ggml_tensor *tensor, const void *data, size_t offset, size_t size);
 
+// # Safety
+// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_get(const struct wsp_ggml_tensor *tensor, void *data, size_t offset, size_t size);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_synchronize(wsp_ggml_backend_t backend);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API wsp_ggml_backend_graph_plan_t wsp_ggml_backend_graph_plan_create(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 WSP_GGML_API void wsp_ggml_backend_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 WSP_GGML_API void wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API void wsp_ggml_backend_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
 
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `op` is a live ggml tensor.
 WSP_GGML_API bool wsp_ggml_backend_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor *op);
 
 // Tensor copy between different backends. The `cpy_tensor_from`/`cpy_tensor_to`
 // slots receive the backend (the original passed `backend->context`).
+//
+// # Safety
+// `src` is a live ggml tensor; `dst` is a live ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_tensor_copy(struct wsp_ggml_tensor *src, struct wsp_ggml_tensor *dst);
 
+// # Safety
+// None beyond the C contract: no pointer arguments.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_backend_cpu_init(void);
 
 // False for NULL (the original crashed).
+//
+// # Safety
+// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API bool wsp_ggml_backend_is_cpu(wsp_ggml_backend_t backend);
 
+// # Safety
+// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_cpu_set_n_threads(wsp_ggml_backend_t backend_cpu, int n_threads);
 
 // Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
+//
+// # Safety
+// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `ptr` points to `size` bytes that stay valid while the buffer is used.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_cpu_buffer_from_ptr(wsp_ggml_backend_t backend_cpu, void *ptr, size_t size);
 
 // Initialize a backend scheduler. Any number (>= 1) of backends, in priority order.
+//
+// # Safety
+// `backends` points to `n_backends` live backends.
 WSP_GGML_API wsp_ggml_backend_sched_t wsp_ggml_backend_sched_new(wsp_ggml_backend_t *backends, int n_backends);
 
+// # Safety
+// `sched` is NULL or a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 WSP_GGML_API void wsp_ggml_backend_sched_free(wsp_ggml_backend_sched_t sched);
 
 // Initialize backend buffers from a measure graph. May be called again to re-measure.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `measure_graph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API void wsp_ggml_backend_sched_init_measure(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *measure_graph);
 
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API wsp_ggml_tallocr_t wsp_ggml_backend_sched_get_tallocr(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend);
 
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_sched_get_buffer(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend);
 
 // Assign `node` to `backend` for the next compute (the original ignored this).
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `node` is a live ggml tensor; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_sched_set_node_backend(wsp_ggml_backend_sched_t sched, struct wsp_ggml_tensor *node, wsp_ggml_backend_t backend);
 
 // Allocate and compute a graph on the backend scheduler.
+//
+// # Safety
+// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API void wsp_ggml_backend_sched_graph_compute(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *graph);
 
 #ifdef __cplusplus

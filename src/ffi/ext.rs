@@ -56,6 +56,9 @@ pub struct wsp_ggml_backend_sched_backend_stats {
 }
 
 /// Set (or clear, with NULL) the evaluation callback of the scheduler.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `callback`, if set, is safe to call with `user_data` until it is replaced.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
     sched: wsp_ggml_backend_sched_t,
@@ -67,12 +70,17 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_splits";
     guard(func, || super::sched(sched, func).with_ref(func, |s| s.n_splits() as c_int))
 }
 
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_backends";
@@ -80,6 +88,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_b
 }
 
 /// The backend at priority index `i` (aborts if out of range).
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_backend";
@@ -90,6 +101,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_back
 }
 
 /// The backend `node` was assigned to in the last split graph, or NULL.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `node` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
     sched: wsp_ggml_backend_sched_t,
@@ -103,6 +117,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 }
 
 /// Size of the scheduler's compute buffer for `backend`.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_sched_get_buffer_size";
@@ -113,6 +130,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
 }
 
 /// Forget set_node_backend assignments and the last split graph.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
     let func = "wsp_ggml_backend_sched_reset";
@@ -121,6 +141,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sc
 
 /// Measure `graph` and grow (never shrink) the compute buffers so it fits.
 /// Before init_measure it is init_measure.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_reserve";
@@ -131,6 +154,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_
 }
 
 /// Split `i_split` of the last split graph; false if out of range.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `stats` points to writable storage for one struct.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
     sched: wsp_ggml_backend_sched_t,
@@ -160,6 +186,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
 }
 
 /// What the last compute did on `backend`; false if it is not in the scheduler.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes; `stats` points to writable storage for one struct.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
     sched: wsp_ggml_backend_sched_t,
@@ -188,6 +217,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
 
 /// Abort callback of the CPU backend: checked by ggml between nodes; returning
 /// true stops the compute.
+///
+/// # Safety
+/// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `abort_callback`, if set, is safe to call with `abort_callback_data` until it is replaced.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
     backend_cpu: wsp_ggml_backend_t,
@@ -200,6 +232,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
 
 /// Copy an allocated graph to `backend` (data of allocated tensors copied,
 /// views re-created). Free with wsp_ggml_backend_graph_copy_free.
+///
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `graph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
     backend: wsp_ggml_backend_t,
@@ -209,6 +244,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
     guard(func, || graph_copy::graph_copy(BackendRef::arg(backend, func, "backend"), self::graph(graph, func, "graph")))
 }
 
+/// # Safety
+/// `copy` was returned by `wsp_ggml_backend_graph_copy` and is not freed yet.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
     guard("wsp_ggml_backend_graph_copy_free", || graph_copy::graph_copy_free(copy))
@@ -216,6 +253,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend
 
 /// `graph` is allocated on `backend1`: copy it to `backend2`, compute both
 /// node by node and call `callback` with both results of each non-view node.
+///
+/// # Safety
+/// `backend1` is a live backend, its interface as ggml-backend-impl.h describes; `backend2` is a live backend, its interface as ggml-backend-impl.h describes; `graph` is a live graph whose node and leaf arrays hold live tensors; `callback`, if set, is safe to call with `user_data` during the call.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
     backend1: wsp_ggml_backend_t,

@@ -10,7 +10,6 @@
 //! the argument (the original crashed).
 
 #![allow(non_camel_case_types)]
-#![allow(clippy::missing_safety_doc)] // the contract is the C header's, stated above
 
 use crate::prelude::*;
 
@@ -56,6 +55,8 @@ fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a SchedCell {
 // Backend buffer
 //
 
+/// # Safety
+/// `buffer` is NULL or a live buffer: made by this library, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_buffer_t) {
     guard("wsp_ggml_backend_buffer_free", || {
@@ -65,36 +66,48 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_b
     })
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alignment(buffer: wsp_ggml_backend_buffer_t) -> usize {
     let func = "wsp_ggml_backend_buffer_get_alignment";
     guard(func, || BufferRef::arg(buffer, func).alignment())
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
     let func = "wsp_ggml_backend_buffer_get_base";
     guard(func, || BufferRef::arg(buffer, func).base())
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_size(buffer: wsp_ggml_backend_buffer_t) -> usize {
     let func = "wsp_ggml_backend_buffer_get_size";
     guard(func, || BufferRef::arg(buffer, func).size())
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize {
     let func = "wsp_ggml_backend_buffer_get_alloc_size";
     guard(func, || BufferRef::arg(buffer, func).alloc_size(self::tensor(tensor, func, "tensor")))
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_init_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_buffer_init_tensor";
     guard(func, || BufferRef::arg(buffer, func).init_tensor(self::tensor(tensor, func, "tensor")))
 }
 
+/// # Safety
+/// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_buffer_free_tensor";
@@ -105,12 +118,16 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_ba
 // Backend
 //
 
+/// # Safety
+/// `tensor` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_get_backend(tensor: *const wsp_ggml_tensor) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_get_backend";
     guard(func, || backend::tensor_backend(self::tensor(tensor, func, "tensor")).map_or(core::ptr::null_mut(), BackendRef::as_ptr))
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *const c_char {
     guard("wsp_ggml_backend_name", || match BackendRef::new(backend) {
@@ -119,6 +136,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *
     })
 }
 
+/// # Safety
+/// `backend` is NULL or a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     guard("wsp_ggml_backend_free", || {
@@ -128,48 +147,64 @@ pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     })
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_alloc_buffer";
     guard(func, || BackendRef::arg(backend, func, "backend").alloc_buffer(size))
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_get_alignment";
     guard(func, || BackendRef::arg(backend, func, "backend").alignment())
 }
 
+/// # Safety
+/// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set_async";
     guard(func, || backend::tensor_set_async(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
 
+/// # Safety
+/// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get_async";
     guard(func, || backend::tensor_get_async(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
 
+/// # Safety
+/// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set";
     guard(func, || backend::tensor_set(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
 
+/// # Safety
+/// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get";
     guard(func, || backend::tensor_get(self::tensor(tensor, func, "tensor"), data, offset, size))
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_synchronize(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_synchronize";
     guard(func, || BackendRef::arg(backend, func, "backend").synchronize())
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
     backend: wsp_ggml_backend_t,
@@ -182,18 +217,24 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
     })
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_free(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_free";
     guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_free(plan))
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_compute(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_compute";
     guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_compute(plan))
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
@@ -203,6 +244,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backen
     })
 }
 
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `op` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_supports_op(backend: wsp_ggml_backend_t, op: *const wsp_ggml_tensor) -> bool {
     let func = "wsp_ggml_backend_supports_op";
@@ -211,6 +254,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_supports_op(backend: wsp_ggml_backend_
 
 /// Tensor copy between different backends. The `cpy_tensor_from`/`cpy_tensor_to`
 /// slots receive the backend (the original passed `backend->context`).
+///
+/// # Safety
+/// `src` is a live ggml tensor; `dst` is a live ggml tensor.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
@@ -221,17 +267,24 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor,
 // CPU backend
 //
 
+/// # Safety
+/// None beyond the C contract: no pointer arguments.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_init() -> wsp_ggml_backend_t {
     guard("wsp_ggml_backend_cpu_init", || cpu::cpu_init().as_ptr())
 }
 
 /// False for NULL (the original crashed).
+///
+/// # Safety
+/// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_is_cpu(backend: wsp_ggml_backend_t) -> bool {
     guard("wsp_ggml_backend_is_cpu", || BackendRef::new(backend).is_some_and(cpu::is_cpu))
 }
 
+/// # Safety
+/// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_n_threads(backend_cpu: wsp_ggml_backend_t, n_threads: c_int) {
     let func = "wsp_ggml_backend_cpu_set_n_threads";
@@ -239,6 +292,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_n_threads(backend_cpu: wsp_ggm
 }
 
 /// Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
+///
+/// # Safety
+/// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `ptr` points to `size` bytes that stay valid while the buffer is used.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
     backend_cpu: wsp_ggml_backend_t,
@@ -253,6 +309,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
 //
 
 /// Initialize a backend scheduler. Any number (>= 1) of backends, in priority order.
+///
+/// # Safety
+/// `backends` points to `n_backends` live backends.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_backend_t, n_backends: c_int) -> wsp_ggml_backend_sched_t {
     let func = "wsp_ggml_backend_sched_new";
@@ -277,6 +336,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
     })
 }
 
+/// # Safety
+/// `sched` is NULL or a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sched_t) {
     let func = "wsp_ggml_backend_sched_free";
@@ -289,6 +350,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sch
 }
 
 /// Initialize backend buffers from a measure graph. May be called again to re-measure.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `measure_graph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_backend_sched_t, measure_graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_init_measure";
@@ -298,6 +362,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_bac
     })
 }
 
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
     sched: wsp_ggml_backend_sched_t,
@@ -311,6 +377,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
     })
 }
 
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
     sched: wsp_ggml_backend_sched_t,
@@ -324,6 +392,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
 }
 
 /// Assign `node` to `backend` for the next compute (the original ignored this).
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `node` is a live ggml tensor; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
     sched: wsp_ggml_backend_sched_t,
@@ -338,6 +409,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 }
 
 /// Allocate and compute a graph on the backend scheduler.
+///
+/// # Safety
+/// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_graph_compute";
@@ -351,6 +425,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_ba
 // Backend buffer (implementation API, ggml-backend-impl.h)
 //
 
+/// # Safety
+/// `backend` is NULL or a live backend; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     backend: *mut wsp_ggml_backend,

@@ -145,8 +145,9 @@ impl Sched {
 
     /// Free one of our allocators, and its buffer if growth allocated it.
     pub(super) fn free_talloc(&mut self, t: wsp_ggml_tallocr_t) {
-        // SAFETY: our live allocator, freed once.
+        // SAFETY: our live allocator.
         let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) };
+        // SAFETY: as above; freed once, here.
         unsafe { ggml::wsp_ggml_tallocr_free(t) };
         if let Some(k) = self.grown_buffers.iter().position(|b| b.as_ptr() == buffer) {
             self.grown_buffers.swap_remove(k).free();

@@ -202,9 +202,10 @@ fn pass1_leafs_and_nodes_go_where_their_memory_is() {
     let xb = w.leaf(8, Some(1));
     let dst = w.tensor(8, Some(1)); // a node already in B's buffer
     let n0 = w.node(OP_ADD, 8, &[wa, xb]);
-    // SAFETY: our own tensor.
-    unsafe { (*dst).op = OP_MUL };
-    unsafe { (*dst).src[0] = n0 };
+    edit(dst, |t| {
+        t.op = OP_MUL;
+        t.src[0] = n0;
+    });
     w.nodes.push(dst);
     let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, wa), (0, Rule::Leaf));
@@ -325,22 +326,21 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
 fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
     // each case changes one thing; `true`: the split still holds (no pass
     // reads it; where tensors go is planned again at every compute)
-    // SAFETY (every case): writes to the test's own live tensors.
     #[allow(clippy::type_complexity)]
     let cases: &[(&str, bool, fn(&mut World, [*mut wsp_ggml_tensor; 4]))] = &[
         ("nothing", true, |_, _| {}),
-        ("a leaf's size the source rule compared", false, |_, t| unsafe { (*t[0]).ne[0] = 9 }),
-        ("a node's shape (no pass compares it)", true, |_, t| unsafe { (*t[2]).ne[0] = 9 }),
-        ("a node's strides", true, |_, t| unsafe { (*t[2]).nb[1] = 64 }),
-        ("a node's view offset", true, |_, t| unsafe { (*t[2]).view_offs = 4 }),
-        ("a node's op, for another computed op", true, |_, t| unsafe { (*t[2]).op = OP_MUL }),
-        ("a node's op, for a view op", false, |_, t| unsafe { (*t[2]).op = WSP_GGML_OP_VIEW }),
-        ("a node's source", false, |_, t| unsafe { (*t[3]).src[1] = t[0] }),
-        ("a source more", false, |_, t| unsafe { (*t[3]).src[2] = t[0] }),
-        ("a leaf's buffer (another backend)", false, |w, t| unsafe { (*t[0]).buffer = &mut *w.buffers[1] }),
-        ("a leaf's data (none now)", false, |_, t| unsafe { (*t[0]).data = core::ptr::null_mut() }),
-        ("a node gets data", false, |_, t| unsafe { (*t[3]).data = 0x3000 as *mut c_void }),
-        ("a node gets a view source", false, |_, t| unsafe { (*t[3]).view_src = t[2] }),
+        ("a leaf's size the source rule compared", false, |_, t| edit(t[0], |x| x.ne[0] = 9)),
+        ("a node's shape (no pass compares it)", true, |_, t| edit(t[2], |x| x.ne[0] = 9)),
+        ("a node's strides", true, |_, t| edit(t[2], |x| x.nb[1] = 64)),
+        ("a node's view offset", true, |_, t| edit(t[2], |x| x.view_offs = 4)),
+        ("a node's op, for another computed op", true, |_, t| edit(t[2], |x| x.op = OP_MUL)),
+        ("a node's op, for a view op", false, |_, t| edit(t[2], |x| x.op = WSP_GGML_OP_VIEW)),
+        ("a node's source", false, |_, t| edit(t[3], |x| x.src[1] = t[0])),
+        ("a source more", false, |_, t| edit(t[3], |x| x.src[2] = t[0])),
+        ("a leaf's buffer (another backend)", false, |w, t| edit(t[0], |x| x.buffer = &mut *w.buffers[1])),
+        ("a leaf's data (none now)", false, |_, t| edit(t[0], |x| x.data = core::ptr::null_mut())),
+        ("a node gets data", false, |_, t| edit(t[3], |x| x.data = 0x3000 as *mut c_void)),
+        ("a node gets a view source", false, |_, t| edit(t[3], |x| x.view_src = t[2])),
         ("one node fewer", false, |w, _| {
             w.nodes.pop();
         }),
@@ -410,6 +410,12 @@ fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buff
     (bufs, arenas)
 }
 
+/// Change one of the test's own tensors.
+fn edit(t: *mut wsp_ggml_tensor, f: impl FnOnce(&mut wsp_ggml_tensor)) {
+    // SAFETY: the tests' own live tensors; no reference to them is held.
+    f(unsafe { &mut *t })
+}
+
 fn data(t: *mut wsp_ggml_tensor) -> usize {
     // SAFETY: the tests' own tensors.
     unsafe { (*t).data as usize }
@@ -445,6 +451,7 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     assert!(view_src(n2).is_null() && view_src(n3).is_null());
     // SAFETY: our own tensors.
     assert_eq!(unsafe { (*n0).buffer }, arenas[0].buffer.as_ptr());
+    // SAFETY: as above.
     assert_eq!(unsafe { (*wa).data } as usize, 0x1000, "memory that is not the buffer's is never touched");
 }
 
@@ -507,13 +514,12 @@ fn reuse_asks_again_every_question_the_plan_asked() {
         unsafe { (*n2).view_src = a };
         (w, [n1, n2])
     }
-    // SAFETY (every case): writes to the test's own live tensors.
     #[allow(clippy::type_complexity)]
     let cases: &[(&str, fn(&mut World, *mut wsp_ggml_tensor))] = &[
         ("A rejects n2's op now", |w, _| w.reject(0, OP_ADD)),
         ("n2's op changes to one A rejects", |w, n2| {
             w.reject(0, OP_MUL);
-            unsafe { (*n2).op = OP_MUL };
+            edit(n2, |t| t.op = OP_MUL);
         }),
     ];
     for &(what, change) in cases {
