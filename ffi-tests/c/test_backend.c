@@ -40,6 +40,7 @@ struct tb_context {
     size_t max_alloc;
     struct test_backend_stats stats;
     int refs; // the backend itself + each live buffer
+    bool log; // TEST_BACKEND_LOG, read when the backend is made (no global state: threads)
 };
 
 struct tb_buffer {
@@ -334,12 +335,7 @@ static void tb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_g
 // node's backend assignment and every split boundary part of the compared
 // output.
 static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g) {
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char * v = getenv("TEST_BACKEND_LOG");
-        enabled = v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-    }
-    if (!enabled) {
+    if (!ctx->log) {
         return;
     }
     printf("graph %s n=%d:", ctx->name, g->n_nodes);
@@ -408,6 +404,8 @@ wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts) {
     ctx->corrupt_unary = opts->corrupt_unary;
     ctx->delegate = opts->delegate;
     ctx->max_alloc = opts->max_alloc;
+    const char * log = getenv("TEST_BACKEND_LOG");
+    ctx->log = log != NULL && log[0] != '\0' && strcmp(log, "0") != 0;
 
     int n = 0;
     if (opts->rejected_ops != NULL) {
