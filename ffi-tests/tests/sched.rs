@@ -24,6 +24,14 @@ fn independent_schedulers_on_four_threads() {
     assert!(out.lines().any(|l| l == "ok"), "{out}");
 }
 
+/// Two threads with their own backends and scheduler, as an app would
+/// (tests/valgrind.rs also runs it under helgrind).
+#[test]
+fn two_threads_as_an_application_uses_them() {
+    let out = harness::ours_only("threads_two.c", TB, &[]);
+    assert!(out.lines().any(|l| l == "ok"), "{out}");
+}
+
 /// Each misuse case runs in its own process: it must die by SIGABRT with a
 /// message naming the function (never a segfault, an exit(1) or silence).
 #[test]
