@@ -120,8 +120,8 @@ impl SchedCell {
         let func = "wsp_ggml_backend_sched_graph_compute";
         let n_splits = self.with_mut(func, |s| {
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            s.split_graph(graph, func);
-            s.allocate(graph, func);
+            let new = s.split_graph(graph, func);
+            s.allocate(graph, !new, func);
             s.split_stats.clear();
             s.split_stats.resize(s.st.splits.len(), super::SplitStats::default());
             s.st.splits.len()

@@ -40,12 +40,21 @@ impl Sched {
         Arena { buffer, base, align, measure, free }
     }
 
-    /// Plan the split's allocation and apply it. A buffer too small for the
+    /// Plan the split's allocation and apply it; `reused`: the split is the
+    /// last compute's, whose placement is applied again if it still holds
+    /// (galloc.rs, `Galloc::still_holds`). A buffer too small for the
     /// plan grows first; where a backend cannot allocate a larger buffer,
     /// the compute falls back to the assignment without `set_node_backend`
     /// (what the original computes); if even that does not fit, it stops
     /// with a message.
-    pub(super) fn allocate(&mut self, graph: crate::ggml::GraphRef, func: &str) {
+    pub(super) fn allocate(&mut self, graph: crate::ggml::GraphRef, reused: bool, func: &str) {
+        if reused {
+            let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
+            if self.galloc.still_holds(&self.st.table, &arenas) {
+                self.galloc.apply(&arenas);
+                return;
+            }
+        }
         let mut grown = vec![false; self.tallocs.len()];
         // A grown buffer starts empty (the caller's inputs stay in the old
         // one) and has room for the whole need, so each backend grows at

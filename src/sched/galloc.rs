@@ -38,7 +38,7 @@ use crate::ggml::{wsp_ggml_tensor, TensorRef};
 const NONE: u32 = u32::MAX;
 
 /// One compute buffer as an allocation sees it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Arena {
     pub buffer: BufferRef,
     /// The buffer's base address and alignment (as its allocator has them).
@@ -68,13 +68,14 @@ impl Arena {
 /// What the allocation does, in ggml-alloc's order.
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    /// `ggml_tallocr_alloc` at `offset` in the tensor's backend's buffer.
-    Alloc { id: u32, offset: usize },
+    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer.
+    Alloc { id: u32, b: BackendIdx, offset: usize },
     /// `init_view`; `owner != NONE`: the node is computed in place in the
-    /// memory of `owner`, which becomes its view source.
-    View { id: u32, owner: u32 },
-    /// `ggml_tallocr_free_tensor` of a tensor of its backend's buffer.
-    Free { id: u32 },
+    /// memory of `owner`, which becomes its view source. `b`: the backend
+    /// whose buffer initialises it, if any.
+    View { id: u32, b: Option<BackendIdx>, owner: u32 },
+    /// `ggml_tallocr_free_tensor` of a tensor of backend `b`'s buffer.
+    Free { id: u32, b: BackendIdx },
 }
 
 /// The node order ggml-alloc walks: each split's input copies, then its
@@ -91,6 +92,21 @@ impl Order {
         self.entries.clear();
         self.srcs.clear();
     }
+}
+
+/// A question the plan asked C about a tensor (besides what it loaded of
+/// every tensor), with its answer: a kept plan holds again only if each
+/// gets the same answer (see [`Galloc::still_holds`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Read {
+    /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
+    Size { id: u32, b: BackendIdx, bytes: usize },
+    /// Whether tensor `id`'s op can be computed in place.
+    InPlace { id: u32, yes: bool },
+    /// Whether tensors `id` and `other` have the same type, shape and strides.
+    Layout { id: u32, other: u32, yes: bool },
+    /// Tensor `id`'s `view_offs`.
+    Offs { id: u32, offs: usize },
 }
 
 /// A plan that does not fit: the backend whose buffer is too small.
@@ -127,6 +143,13 @@ pub(super) struct Galloc {
     models: Vec<Model>,
     /// How far into each buffer the plan went (ggml-alloc's `max_size`).
     pub max: Vec<usize>,
+    /// What the last plan read: (data, buffer) of every table slot as
+    /// loaded, and its questions in order.
+    loaded: Vec<(usize, *mut wsp_ggml_backend_buffer)>,
+    reads: Vec<Read>,
+    /// The last plan can be applied again: it fit `arenas` (their state
+    /// then) and read nothing besides `loaded` and `reads`.
+    kept: Option<Vec<Arena>>,
 }
 
 const fn padded(size: usize, align: usize) -> usize {
@@ -140,7 +163,13 @@ impl Galloc {
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
     pub fn plan(&mut self, table: &Table, order: &Order, arenas: &[Arena], bounded: bool, func: &str) -> Result<(), TooSmall> {
+        self.kept = None;
+        self.reads.clear();
         self.load(table);
+        // (extra ids: the graph changed under the split; such a plan is not kept)
+        let mut keep = bounded && self.slots.len() == table.size();
+        self.loaded.clear();
+        self.loaded.extend(self.slots.iter().map(|s| (s.data, s.buffer)));
         self.models.clear();
         self.models.extend(arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })));
         self.max.clear();
@@ -167,11 +196,11 @@ impl Galloc {
             let srcs = &order.srcs[s as usize..e as usize];
             for &p in srcs {
                 if self.slots[p as usize].data == 0 {
-                    self.allocate(table, p, None, arenas, func).map_err(TooSmall)?;
+                    keep &= self.allocate(table, p, None, arenas, func).map_err(TooSmall)?;
                 }
             }
             if self.slots[id as usize].data == 0 {
-                self.allocate(table, id, Some(srcs), arenas, func).map_err(TooSmall)?;
+                keep &= self.allocate(table, id, Some(srcs), arenas, func).map_err(TooSmall)?;
             }
             for &p in srcs {
                 let ps = &mut self.slots[p as usize];
@@ -190,7 +219,37 @@ impl Galloc {
                 }
             }
         }
+        if keep && self.slots.len() == table.size() {
+            self.kept = Some(arenas.to_vec());
+        }
         Ok(())
+    }
+
+    /// Whether the last plan, made for the same split in the same table,
+    /// holds again for `arenas`: they are as they were, every tensor has the
+    /// data and buffer the plan loaded, and every question it asked gets the
+    /// same answer. Then [`Galloc::apply`] places the split as a new plan
+    /// would (the plan is a function of exactly these).
+    pub fn still_holds(&self, table: &Table, arenas: &[Arena]) -> bool {
+        if self.kept.as_deref() != Some(arenas) || self.loaded.len() != table.size() {
+            return false;
+        }
+        let keys = table.keys();
+        let same = keys.iter().zip(&self.loaded).all(|(&k, &seen)| {
+            // (NULL keys: free slots, loaded as no data and no buffer)
+            TensorRef::new(k).map_or((0, core::ptr::null_mut()), |t| (t.data() as usize, t.buffer())) == seen
+        });
+        same && self.reads.iter().all(|&r| self.ask_again(r, arenas) == r)
+    }
+
+    /// Read `r`'s question again.
+    fn ask_again(&self, r: Read, arenas: &[Arena]) -> Read {
+        match r {
+            Read::Size { id, b, .. } => Read::Size { id, b, bytes: arenas[b].buffer.alloc_size(self.tensor(id)) },
+            Read::InPlace { id, .. } => Read::InPlace { id, yes: can_inplace(self.tensor(id).get().op) },
+            Read::Layout { id, other, .. } => Read::Layout { id, other, yes: self.tensor(id).same_layout(self.tensor(other)) },
+            Read::Offs { id, .. } => Read::Offs { id, offs: self.tensor(id).get().view_offs },
+        }
     }
 
     /// Set the tensors' fields as planned and call the buffers' tensor
@@ -200,27 +259,27 @@ impl Galloc {
     pub fn apply(&self, arenas: &[Arena]) {
         for &step in &self.steps {
             match step {
-                Step::Alloc { id, offset } => {
+                Step::Alloc { id, b, offset } => {
                     let t = self.tensor(id);
-                    let a = self.arena(id, arenas).expect("allocated by a backend");
+                    let a = &arenas[b];
                     t.place(a.buffer.as_ptr(), (a.base + offset) as *mut c_void);
                     if !a.measure {
                         a.buffer.init_tensor(t);
                     }
                 }
-                Step::View { id, owner } => {
+                Step::View { id, b, owner } => {
                     let t = self.tensor(id);
                     if owner != NONE {
                         t.set_view_src(self.tensor(owner));
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
-                    if let Some(a) = self.arena(id, arenas).filter(|a| !a.measure) {
+                    if let Some(a) = b.map(|b| &arenas[b]).filter(|a| !a.measure) {
                         a.buffer.init_tensor(t);
                     }
                 }
-                Step::Free { id } => {
-                    let a = self.arena(id, arenas).expect("freed by a backend");
+                Step::Free { id, b } => {
+                    let a = &arenas[b];
                     if !a.measure {
                         a.buffer.free_tensor(self.tensor(id));
                     }
@@ -232,13 +291,21 @@ impl Galloc {
     /// Give the working memory back (it is as large as the table; a
     /// scheduler holds it only while it places a split).
     pub fn release(&mut self) {
-        let max = core::mem::take(&mut self.max);
-        *self = Galloc { max, ..Galloc::default() };
+        if self.kept.is_none() {
+            let max = core::mem::take(&mut self.max);
+            *self = Galloc { max, ..Galloc::default() };
+            return;
+        }
+        // A kept plan keeps what applying it again and checking it need.
+        self.slots = Vec::new();
+        self.models = Vec::new();
+        self.extra.clear(0);
     }
 
-    /// The compute buffer that allocates tensor `id`, if any.
-    fn arena<'a>(&self, id: u32, arenas: &'a [Arena]) -> Option<&'a Arena> {
-        self.slots[id as usize].backend.map(|b| &arenas[b])
+    /// Forget the kept plan (the split it placed is gone).
+    pub fn forget(&mut self) {
+        self.kept = None;
+        self.release();
     }
 
     fn tensor(&self, id: u32) -> TensorRef {
@@ -328,67 +395,80 @@ impl Galloc {
             );
         }
         let offs = self.tensor(id).get().view_offs;
+        self.reads.push(Read::Offs { id, offs });
         let s = &mut self.slots[i];
         s.buffer = v.buffer;
         s.data = v.data + offs;
-        self.steps.push(Step::View { id, owner });
+        let b = self.slots[i].backend;
+        self.steps.push(Step::View { id, b, owner });
     }
 
     /// `allocate_node` of a tensor without memory: in place in a source's
     /// memory where ggml-alloc would compute it there, else from its
     /// backend's allocator. `srcs`: the tensor's sources, if it is the node
     /// being walked (a source allocated on its own has its sources read
-    /// here, as ggml-alloc reads them). Err: the backend whose buffer is too
-    /// small.
+    /// here, as ggml-alloc reads them). Ok: whether the plan can be kept
+    /// (sources read here are not recorded). Err: the backend whose buffer
+    /// is too small.
     #[inline(always)]
-    fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<(), BackendIdx> {
+    fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<bool, BackendIdx> {
         let i = id as usize;
         let n = self.slots[i];
         if n.vsrc != NONE {
             self.init_view(id, NONE, func);
-            return Ok(());
+            return Ok(true);
         }
         let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else {
             fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(id).name_lossy()));
         };
         let t = self.tensor(id);
-        if can_inplace(t.get().op) {
+        let inplace = can_inplace(t.get().op);
+        self.reads.push(Read::InPlace { id, yes: inplace });
+        let mut keep = true;
+        if inplace {
             let own;
             let srcs = match srcs {
                 Some(s) => s,
                 None => {
                     own = t.srcs().map(|(_, s)| self.id_of(table, s.as_ptr())).collect::<Vec<u32>>();
+                    keep = false;
                     &own
                 }
             };
             for &p in srcs {
                 let ps = self.slots[p as usize];
                 // only memory of this allocator's buffer is reused
-                if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 || !t.same_layout(self.tensor(p))
-                {
+                if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 {
+                    continue;
+                }
+                let same = t.same_layout(self.tensor(p));
+                self.reads.push(Read::Layout { id, other: p, yes: same });
+                if !same {
                     continue;
                 }
                 if ps.vsrc == NONE {
                     self.slots[p as usize].views += 1;
                     self.init_view(id, p, func);
-                    return Ok(());
+                    return Ok(keep);
                 }
                 let vs = self.slots[ps.vsrc as usize];
                 if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
                     self.slots[ps.vsrc as usize].views += 1;
                     self.init_view(id, ps.vsrc, func);
-                    return Ok(());
+                    return Ok(keep);
                 }
             }
         }
-        let size = padded(arena.buffer.alloc_size(t), arena.align);
+        let bytes = arena.buffer.alloc_size(t);
+        self.reads.push(Read::Size { id, b, bytes });
+        let size = padded(bytes, arena.align);
         let offset = self.models[b].alloc(size).ok_or(b)?;
         let s = &mut self.slots[i];
         s.data = arena.base + offset;
         s.buffer = arena.buffer.as_ptr();
         self.max[b] = self.max[b].max(offset + size);
-        self.steps.push(Step::Alloc { id, offset });
-        Ok(())
+        self.steps.push(Step::Alloc { id, b, offset });
+        Ok(keep)
     }
 
     /// `free_node`: give a tensor's memory back to its allocator, if it is
@@ -399,7 +479,9 @@ impl Galloc {
         if n.buffer != arena.buffer.as_ptr() {
             return;
         }
-        let size = padded(arena.buffer.alloc_size(self.tensor(id)), arena.align);
+        let bytes = arena.buffer.alloc_size(self.tensor(id));
+        self.reads.push(Read::Size { id, b, bytes });
+        let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[b].free(offset, size).is_none() {
             fatal(
@@ -410,7 +492,7 @@ impl Galloc {
                 ),
             );
         }
-        self.steps.push(Step::Free { id });
+        self.steps.push(Step::Free { id, b });
     }
 }
 

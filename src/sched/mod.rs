@@ -411,6 +411,7 @@ impl Sched {
         self.st.clear_split();
         self.st.table.release();
         self.st.reuse.forget();
+        self.galloc.forget();
         self.split_stats.clear();
         self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
     }

@@ -536,3 +536,51 @@ fn reuse_asks_again_every_question_the_plan_asked() {
         assert!(!still_valid(&mut w, &mut st), "{what}: the last split does not hold");
     }
 }
+
+/// A placement is applied again only while everything it read is as it
+/// was: the tensors' data and buffers, the compute buffers' state, and the
+/// answers to its questions (here, a view's offset).
+#[test]
+fn a_kept_placement_holds_until_what_it_read_changes() {
+    let mut w = World::with_backends(&[c"A"]);
+    let wa = w.leaf(8, Some(0));
+    let n0 = w.node(OP_MUL_MAT, 8, &[wa, wa]);
+    let v = w.view(n0, 4);
+    let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
+    let n3 = w.node(OP_MUL_MAT, 4, &[n2, wa]);
+    let st = plan(&mut w, &PtrMap::new());
+    let (_bufs, arenas) = compute_buffers(&mut w, 1024);
+    let mut g = Galloc::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
+    g.apply(&arenas);
+    g.release();
+    assert!(!g.still_holds(&st.table, &arenas), "the tensors were placed since: a new plan reads that");
+    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
+    g.apply(&arenas);
+    g.release();
+    let placed = [n0, v, n2, n3].map(data);
+    assert!(g.still_holds(&st.table, &arenas), "nothing changed");
+    g.apply(&arenas);
+    assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
+
+    edit(n3, |t| t.data = core::ptr::null_mut());
+    assert!(!g.still_holds(&st.table, &arenas), "a tensor's memory");
+    edit(n3, |t| t.data = placed[3] as *mut c_void);
+    assert!(g.still_holds(&st.table, &arenas));
+
+    let mut other = arenas.clone();
+    other[0].free = vec![(64, 1024 - 64)];
+    assert!(!g.still_holds(&st.table, &other), "the compute buffer's free blocks");
+
+    // (the view has its memory: its offset is not read again)
+    edit(v, |t| t.view_offs = 8);
+    assert!(g.still_holds(&st.table, &arenas), "what the plan did not read");
+    edit(v, |t| t.view_offs = 0);
+    edit(n2, |t| t.ne[0] = 5);
+    assert!(!g.still_holds(&st.table, &arenas), "a question's answer (the size of a tensor it frees)");
+    edit(n2, |t| t.ne[0] = 4);
+    assert!(g.still_holds(&st.table, &arenas));
+
+    assert!(g.plan(&st.table, &st.order, &arenas, false, "test").is_ok());
+    assert!(!g.still_holds(&st.table, &arenas), "an endless (measuring) plan is not kept");
+}
