@@ -39,8 +39,9 @@ fn rust_layouts_match_the_c_compiler_of_this_target() {
     assert!(facts.len() > 60, "only {} layout facts", facts.len());
     let dir = harness::out_dir().join("layout");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut c =
-        String::from("#include \"ggml.h\"\n#include \"ggml-backend-impl.h\"\n#include <stddef.h>\n#include <stdio.h>\nint main(void) {\n");
+    let mut c = String::from("#include \"ggml.h\"\n#include \"ggml-backend-impl.h\"\n#include <stddef.h>\n#include <stdio.h>\n");
+    c += &ggml_alloc_private_structs();
+    c += "int main(void) {\n";
     for (expr, _) in &facts {
         c += &format!("    printf(\"%zu\\n\", (size_t) ({expr}));\n");
     }
@@ -59,6 +60,21 @@ fn rust_layouts_match_the_c_compiler_of_this_target() {
         .map(|((expr, rust), c)| format!("{expr}: Rust {rust}, C {c}"))
         .collect();
     assert!(wrong.is_empty(), "layouts differ on {}:\n{}", env!("FFI_TARGET"), wrong.join("\n"));
+}
+
+/// ggml-alloc.c's private definitions the library reads (`MAX_FREE_BLOCKS`,
+/// `struct free_block`, `struct wsp_ggml_tallocr`), copied from the renamed
+/// ggml-alloc.c the tests build, so that their layout facts are checked
+/// against that file as this target's C compiler lays it out.
+fn ggml_alloc_private_structs() -> String {
+    let src = std::fs::read_to_string(harness::out_dir().join("common").join("ggml-alloc.c")).expect("the renamed ggml-alloc.c");
+    let line = |prefix: &str| src.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("ggml-alloc.c has no '{prefix}'"));
+    let block = |head: &str| {
+        let at = src.find(head).unwrap_or_else(|| panic!("ggml-alloc.c has no '{head}'"));
+        let end = src[at..].find("\n};").unwrap_or_else(|| panic!("'{head}' does not end")) + at + 4;
+        src[at..end].to_string()
+    };
+    format!("{}\n{}\n{}\n", line("#define MAX_FREE_BLOCKS"), block("struct free_block {"), block("struct wsp_ggml_tallocr {"))
 }
 
 fn defined_symbols(path: &std::path::Path, dynamic: bool) -> Vec<String> {

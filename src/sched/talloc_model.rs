@@ -7,8 +7,8 @@
 
 use crate::prelude::*;
 
-/// `MAX_FREE_BLOCKS` of ggml-alloc.c.
-const MAX_FREE_BLOCKS: usize = 256;
+/// `MAX_FREE_BLOCKS` of ggml-alloc.c (checked with the C compiler, see sys).
+const MAX_FREE_BLOCKS: usize = crate::ggml::TALLOCR_MAX_FREE_BLOCKS;
 
 #[derive(Clone, Copy, Debug)]
 struct Block {

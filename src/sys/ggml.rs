@@ -16,30 +16,47 @@ pub const WSP_GGML_MAX_OP_PARAMS: usize = 64;
 /// `WSP_GGML_DEFAULT_N_THREADS` in ggml.h: the CPU backend's initial thread count.
 pub const WSP_GGML_DEFAULT_N_THREADS: c_int = 4;
 
-/// `enum wsp_ggml_op` values the scheduler needs (same in rc.4 and v1.5.0).
+/// `enum wsp_ggml_op` values the scheduler needs (same in rc.4 and v1.5.0
+/// up to TRANSPOSE; each is in the constants table below, checked against
+/// the C compiler's ggml.h).
 pub const WSP_GGML_OP_NONE: c_int = 0;
+pub const WSP_GGML_OP_ADD: c_int = 2;
+pub const WSP_GGML_OP_ADD1: c_int = 3;
+pub const WSP_GGML_OP_SUB: c_int = 5;
+pub const WSP_GGML_OP_MUL: c_int = 6;
+pub const WSP_GGML_OP_DIV: c_int = 7;
+pub const WSP_GGML_OP_SQR: c_int = 8;
+pub const WSP_GGML_OP_SQRT: c_int = 9;
+pub const WSP_GGML_OP_LOG: c_int = 10;
+pub const WSP_GGML_OP_RMS_NORM: c_int = 20;
+pub const WSP_GGML_OP_SCALE: c_int = 25;
 pub const WSP_GGML_OP_RESHAPE: c_int = 29;
 pub const WSP_GGML_OP_VIEW: c_int = 30;
 pub const WSP_GGML_OP_PERMUTE: c_int = 31;
 pub const WSP_GGML_OP_TRANSPOSE: c_int = 32;
+pub const WSP_GGML_OP_DIAG_MASK_INF: c_int = 36;
+pub const WSP_GGML_OP_DIAG_MASK_ZERO: c_int = 37;
+pub const WSP_GGML_OP_SOFT_MAX: c_int = 38;
+pub const WSP_GGML_OP_ROPE: c_int = 40;
+pub const WSP_GGML_OP_UNARY: c_int = 57;
 
 /// The ops ggml-alloc may compute in place (`ggml_op_can_inplace`).
 pub const WSP_GGML_OPS_IN_PLACE: [c_int; 15] = [
-    2,  // ADD
-    3,  // ADD1
-    5,  // SUB
-    6,  // MUL
-    7,  // DIV
-    8,  // SQR
-    9,  // SQRT
-    10, // LOG
-    20, // RMS_NORM
-    25, // SCALE
-    36, // DIAG_MASK_INF
-    37, // DIAG_MASK_ZERO
-    38, // SOFT_MAX
-    40, // ROPE
-    57, // UNARY
+    WSP_GGML_OP_ADD,
+    WSP_GGML_OP_ADD1,
+    WSP_GGML_OP_SUB,
+    WSP_GGML_OP_MUL,
+    WSP_GGML_OP_DIV,
+    WSP_GGML_OP_SQR,
+    WSP_GGML_OP_SQRT,
+    WSP_GGML_OP_LOG,
+    WSP_GGML_OP_RMS_NORM,
+    WSP_GGML_OP_SCALE,
+    WSP_GGML_OP_DIAG_MASK_INF,
+    WSP_GGML_OP_DIAG_MASK_ZERO,
+    WSP_GGML_OP_SOFT_MAX,
+    WSP_GGML_OP_ROPE,
+    WSP_GGML_OP_UNARY,
 ];
 
 // On 32-bit ARM, int64_t fields make ggml's tensor and graph structs
@@ -120,24 +137,31 @@ pub struct wsp_ggml_tallocr {
 }
 pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
 
-/// The head of ggml-alloc's private `struct ggml_tallocr` (ggml-alloc.c of
-/// whisper.cpp 1.5, as shipped in whisper.rn 0.4.0-rc.4; the same with
-/// `GGML_ALLOCATOR_DEBUG`, which only appends fields). ggml-alloc has no call
-/// that says which parts of a buffer its allocator has handed out since the
-/// last reset, and the scheduler needs exactly that to place a split after
-/// the caller's inputs in a compute buffer (`sched_get_tallocr`). Read only
-/// through `ggml::tallocr_free_blocks`, which checks it against what the
-/// public calls say.
+/// ggml-alloc's private `struct ggml_tallocr` (ggml-alloc.c of whisper.cpp
+/// 1.5, as shipped in whisper.rn 0.4.0-rc.4; `GGML_ALLOCATOR_DEBUG` only
+/// appends a field). ggml-alloc has no call that says which parts of a
+/// buffer its allocator has handed out since the last reset, and the
+/// scheduler needs exactly that to place a split after the caller's inputs
+/// in a compute buffer (`sched_get_tallocr`). Read only through
+/// `ggml::tallocr_free_blocks`, field by field in this order, each checked
+/// against what the public calls say before the next is read; the C bools
+/// are read as bytes (any value is a valid `u8`, not every one a valid
+/// `bool`). Offsets: `TALLOCR_LAYOUT`.
 #[repr(C)]
 pub(crate) struct TallocrHead {
     pub buffer: *mut wsp_ggml_backend_buffer,
-    pub buffer_owned: bool,
+    /// C `bool`
+    pub buffer_owned: u8,
     pub base: *mut c_void,
     pub alignment: usize,
     pub n_free_blocks: c_int,
     pub free_blocks: [FreeBlock; TALLOCR_MAX_FREE_BLOCKS],
+    pub max_size: usize,
+    /// C `bool`
+    pub measure: u8,
 }
 
+/// `struct free_block` of ggml-alloc.c.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct FreeBlock {
@@ -219,6 +243,59 @@ layout! {
     "offsetof(struct wsp_ggml_init_params, mem_size)" offset_of!(wsp_ggml_init_params, mem_size);
     "offsetof(struct wsp_ggml_init_params, mem_buffer)" offset_of!(wsp_ggml_init_params, mem_buffer);
     "offsetof(struct wsp_ggml_init_params, no_alloc)" offset_of!(wsp_ggml_init_params, no_alloc);
+}
+
+// ggml-alloc.c's private structs: ffi-tests compiles these expressions with
+// the struct definitions copied from the ggml-alloc.c under test.
+layout! {
+    TALLOCR_LAYOUT:
+    "sizeof(struct wsp_ggml_tallocr)" size_of::<TallocrHead>() => 4152, 2076;
+    "offsetof(struct wsp_ggml_tallocr, buffer)" offset_of!(TallocrHead, buffer) => 0, 0;
+    "offsetof(struct wsp_ggml_tallocr, buffer_owned)" offset_of!(TallocrHead, buffer_owned) => 8, 4;
+    "sizeof(((struct wsp_ggml_tallocr *)0)->buffer_owned)" size_of::<u8>() => 1, 1;
+    "offsetof(struct wsp_ggml_tallocr, base)" offset_of!(TallocrHead, base) => 16, 8;
+    "offsetof(struct wsp_ggml_tallocr, alignment)" offset_of!(TallocrHead, alignment) => 24, 12;
+    "offsetof(struct wsp_ggml_tallocr, n_free_blocks)" offset_of!(TallocrHead, n_free_blocks) => 32, 16;
+    "sizeof(((struct wsp_ggml_tallocr *)0)->n_free_blocks)" size_of::<c_int>() => 4, 4;
+    "offsetof(struct wsp_ggml_tallocr, free_blocks)" offset_of!(TallocrHead, free_blocks) => 40, 20;
+    "offsetof(struct wsp_ggml_tallocr, max_size)" offset_of!(TallocrHead, max_size) => 4136, 2068;
+    "offsetof(struct wsp_ggml_tallocr, measure)" offset_of!(TallocrHead, measure) => 4144, 2072;
+    "sizeof(((struct wsp_ggml_tallocr *)0)->measure)" size_of::<u8>() => 1, 1;
+    "sizeof(struct free_block)" size_of::<FreeBlock>() => 16, 8;
+    "offsetof(struct free_block, addr)" offset_of!(FreeBlock, addr) => 0, 0;
+    "offsetof(struct free_block, size)" offset_of!(FreeBlock, size) => 8, 4;
+    "MAX_FREE_BLOCKS" TALLOCR_MAX_FREE_BLOCKS => 256, 256;
+}
+
+// The constants of ggml.h the crate relies on (enum values and limits), as
+// the same kind of facts.
+layout! {
+    GGML_CONSTANTS:
+    "WSP_GGML_MAX_DIMS" WSP_GGML_MAX_DIMS => 4, 4;
+    "WSP_GGML_MAX_SRC" WSP_GGML_MAX_SRC => 6, 6;
+    "WSP_GGML_MAX_NAME" WSP_GGML_MAX_NAME => 64, 64;
+    "WSP_GGML_MAX_OP_PARAMS" WSP_GGML_MAX_OP_PARAMS => 64, 64;
+    "WSP_GGML_DEFAULT_N_THREADS" WSP_GGML_DEFAULT_N_THREADS as usize => 4, 4;
+    "WSP_GGML_OP_NONE" WSP_GGML_OP_NONE as usize => 0, 0;
+    "WSP_GGML_OP_ADD" WSP_GGML_OP_ADD as usize => 2, 2;
+    "WSP_GGML_OP_ADD1" WSP_GGML_OP_ADD1 as usize => 3, 3;
+    "WSP_GGML_OP_SUB" WSP_GGML_OP_SUB as usize => 5, 5;
+    "WSP_GGML_OP_MUL" WSP_GGML_OP_MUL as usize => 6, 6;
+    "WSP_GGML_OP_DIV" WSP_GGML_OP_DIV as usize => 7, 7;
+    "WSP_GGML_OP_SQR" WSP_GGML_OP_SQR as usize => 8, 8;
+    "WSP_GGML_OP_SQRT" WSP_GGML_OP_SQRT as usize => 9, 9;
+    "WSP_GGML_OP_LOG" WSP_GGML_OP_LOG as usize => 10, 10;
+    "WSP_GGML_OP_RMS_NORM" WSP_GGML_OP_RMS_NORM as usize => 20, 20;
+    "WSP_GGML_OP_SCALE" WSP_GGML_OP_SCALE as usize => 25, 25;
+    "WSP_GGML_OP_RESHAPE" WSP_GGML_OP_RESHAPE as usize => 29, 29;
+    "WSP_GGML_OP_VIEW" WSP_GGML_OP_VIEW as usize => 30, 30;
+    "WSP_GGML_OP_PERMUTE" WSP_GGML_OP_PERMUTE as usize => 31, 31;
+    "WSP_GGML_OP_TRANSPOSE" WSP_GGML_OP_TRANSPOSE as usize => 32, 32;
+    "WSP_GGML_OP_DIAG_MASK_INF" WSP_GGML_OP_DIAG_MASK_INF as usize => 36, 36;
+    "WSP_GGML_OP_DIAG_MASK_ZERO" WSP_GGML_OP_DIAG_MASK_ZERO as usize => 37, 37;
+    "WSP_GGML_OP_SOFT_MAX" WSP_GGML_OP_SOFT_MAX as usize => 38, 38;
+    "WSP_GGML_OP_ROPE" WSP_GGML_OP_ROPE as usize => 40, 40;
+    "WSP_GGML_OP_UNARY" WSP_GGML_OP_UNARY as usize => 57, 57;
 }
 
 /// Opaque `struct wsp_ggml_context` (ggml.h).

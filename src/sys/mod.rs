@@ -4,13 +4,14 @@
 //! - ggml's types (`ggml.h`, `ggml-alloc.h` of whisper.rn 0.4.0-rc.4, the
 //!   same layout as whisper.cpp v1.5.0) and the functions of `ggml.c` and
 //!   `ggml-alloc.c` we import: those files stay C, in the user's build;
-//! - the head of ggml-alloc's private allocator struct, read by
+//! - ggml-alloc's private allocator struct, read by
 //!   `ggml::tallocr_free_blocks` only;
 //! - the backend and buffer structs of `ggml-backend-impl.h`, which cbindgen
 //!   writes into the generated headers (the interfaces that C backends fill).
 //!
-//! Sizes and offsets: each fact the crate relies on is listed once with the
-//! C expression that gives it (`layout!`); ffi-tests compares every one
+//! Sizes, offsets and ggml.h's constants (op values, limits): each fact the
+//! crate relies on is listed once with the C expression that gives it
+//! (`layout!`); ffi-tests compares every one
 //! with the target's C compiler on each tested architecture, and 64-bit and
 //! 32-bit x86 builds also assert gcc's values at compile time.
 
@@ -135,5 +136,5 @@ ggml::layout! {
 
 /// Every layout fact the crate relies on: (C expression, Rust value).
 pub fn layouts() -> impl Iterator<Item = (&'static str, usize)> {
-    GGML_LAYOUT.iter().chain(BUFFER_LAYOUT).chain(BACKEND_LAYOUT).copied()
+    GGML_LAYOUT.iter().chain(BUFFER_LAYOUT).chain(BACKEND_LAYOUT).chain(TALLOCR_LAYOUT).chain(GGML_CONSTANTS).copied()
 }
