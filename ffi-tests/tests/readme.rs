@@ -82,12 +82,15 @@ fn run_link_line(line: &str, tag: &str) -> PathBuf {
             "ggml-alloc.o" => cmd.arg(&alloc_ours),
             "target/release/dist/libwsp_ggml_backend.a" => cmd.arg(harness::staticlib()),
             "-Ltarget/release" => cmd.arg(format!("-L{}", so_dir.display())),
+            // (the line is run from the repository root; the test's .so is elsewhere)
+            "-Wl,-rpath,$PWD/target/release" => cmd.arg(format!("-Wl,-rpath,{}", so_dir.display())),
             other => cmd.arg(other),
         };
     }
     let o = cmd.output().unwrap();
     assert!(o.status.success(), "README link line failed:\n{line}\n{}", String::from_utf8_lossy(&o.stderr));
-    let r = Command::new(&exe).env("LD_LIBRARY_PATH", &so_dir).output().unwrap();
+    // as written: the program finds the shared library without LD_LIBRARY_PATH
+    let r = Command::new(&exe).env_remove("LD_LIBRARY_PATH").output().unwrap();
     assert!(r.status.success(), "linked program failed: {}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stdout).contains("ok aligned cpu buffer base"));
     exe
@@ -102,8 +105,10 @@ fn readme_static_link_line_works() {
 fn readme_shared_link_line_works() {
     let exe = run_link_line(&block_after("<!-- so-link-line:"), "shared");
     // and it really used the shared library
-    let o = Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", harness::cdylib().parent().unwrap()).output().unwrap();
-    assert!(String::from_utf8_lossy(&o.stdout).contains("libwsp_ggml_backend.so"));
+    let o = Command::new("ldd").arg(&exe).env_remove("LD_LIBRARY_PATH").output().unwrap();
+    let ldd = String::from_utf8_lossy(&o.stdout);
+    let so_dir = harness::cdylib().parent().unwrap().display().to_string();
+    assert!(ldd.lines().any(|l| l.contains("libwsp_ggml_backend.so => ") && l.contains(&so_dir)), "through its rpath:\n{ldd}");
 }
 
 #[test]
