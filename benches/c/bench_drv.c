@@ -133,6 +133,10 @@ static void quiet_end(int saved) {
 // block's output) into each split; the graph input x0 lives on the CPU
 // backend (last, lowest priority). n_nodes / 64 splits in all.
 // Backends: TEST0, [TEST1,] CPU (1 thread), C test backends from ffi-tests.
+//
+// The "few-splits" family (issue 20) is the same graph with longer blocks
+// (sched_setup_blocks): e.g. 6144 nodes in blocks of 768, 8 splits over 2
+// backends, so that per-split costs weigh little and per-node ones dominate.
 
 #define SB_E 16
 #define SB_LAYER_NODES 8
@@ -143,6 +147,7 @@ struct sched_bench {
     int n_backends;
     int n_nodes;
     int n_layers;
+    int block_nodes; // nodes per block (one split each): 64, or longer for "few-splits"
     wsp_ggml_backend_t backends[SB_MAX_BACKENDS];
     wsp_ggml_backend_buffer_t buffers[SB_MAX_BACKENDS];
     wsp_ggml_allocr_t allocs[SB_MAX_BACKENDS];
@@ -286,14 +291,18 @@ void B(sched_test_stats)(struct sched_bench * sb, long * graph_computes, long * 
     }
 }
 
-struct sched_bench * B(sched_setup)(int n_backends, int n_nodes, int with_sched) {
+// block_nodes: nodes per block of layers whose weights share a backend (one
+// split each): n_nodes / block_nodes splits. A multiple of the layer (8).
+struct sched_bench * B(sched_setup_blocks)(int n_backends, int n_nodes, int block_nodes, int with_sched) {
     BCHECK(n_backends >= 2 && n_backends <= SB_MAX_BACKENDS);
-    BCHECK(n_nodes >= SB_BLOCK_NODES && n_nodes % SB_BLOCK_NODES == 0);
+    BCHECK(block_nodes >= SB_LAYER_NODES && block_nodes % SB_LAYER_NODES == 0);
+    BCHECK(n_nodes >= block_nodes && n_nodes % block_nodes == 0);
     struct sched_bench * sb = (struct sched_bench *)calloc(1, sizeof(*sb));
     BCHECK(sb != NULL);
     sb->n_backends = n_backends;
     sb->n_nodes = n_nodes;
     sb->n_layers = n_nodes / SB_LAYER_NODES;
+    sb->block_nodes = block_nodes;
 
     static const char * names[] = { "TEST0", "TEST1" };
     for (int i = 0; i < n_backends - 1; i++) {
@@ -322,7 +331,7 @@ struct sched_bench * B(sched_setup)(int n_backends, int n_nodes, int with_sched)
     fill_tensor(sb->x0, &rng, 1.0f);
     struct wsp_ggml_tensor ** w = (struct wsp_ggml_tensor **)malloc(sizeof(*w) * 3 * (size_t)sb->n_layers);
     BCHECK(w != NULL);
-    const int layers_per_block = SB_BLOCK_NODES / SB_LAYER_NODES;
+    const int layers_per_block = block_nodes / SB_LAYER_NODES;
     for (int l = 0; l < sb->n_layers; l++) {
         int b = (l / layers_per_block) % n_backends;
         for (int k = 0; k < 3; k++) {
@@ -369,6 +378,11 @@ struct sched_bench * B(sched_setup)(int n_backends, int n_nodes, int with_sched)
         B(sched_restore)(sb);
     }
     return sb;
+}
+
+// Benchmark 1's graph: one split per 64 nodes.
+struct sched_bench * B(sched_setup)(int n_backends, int n_nodes, int with_sched) {
+    return B(sched_setup_blocks)(n_backends, n_nodes, SB_BLOCK_NODES, with_sched);
 }
 
 void B(sched_teardown)(struct sched_bench * sb) {

@@ -21,6 +21,8 @@ macro_rules! driver {
             extern "C" {
                 #[link_name = concat!($p, "sched_setup")]
                 pub fn sched_setup(n_backends: c_int, n_nodes: c_int, with_sched: c_int) -> *mut c_void;
+                #[link_name = concat!($p, "sched_setup_blocks")]
+                pub fn sched_setup_blocks(n_backends: c_int, n_nodes: c_int, block_nodes: c_int, with_sched: c_int) -> *mut c_void;
                 #[link_name = concat!($p, "sched_restore")]
                 pub fn sched_restore(sb: *mut c_void);
                 #[link_name = concat!($p, "sched_create")]
@@ -87,6 +89,7 @@ macro_rules! driver {
             pub const TABLE: super::Impl = super::Impl {
                 name: $name,
                 sched_setup,
+                sched_setup_blocks,
                 sched_restore,
                 sched_create,
                 sched_measure,
@@ -138,6 +141,7 @@ pub struct Impl {
     /// "ours" or "ref" (the original ggml-backend.c).
     pub name: &'static str,
     pub sched_setup: unsafe extern "C" fn(c_int, c_int, c_int) -> P,
+    pub sched_setup_blocks: unsafe extern "C" fn(c_int, c_int, c_int, c_int) -> P,
     pub sched_restore: unsafe extern "C" fn(P),
     pub sched_create: unsafe extern "C" fn(P),
     pub sched_measure: unsafe extern "C" fn(P),
@@ -198,8 +202,17 @@ pub const CAUSES_PAD_BYTES: usize = 4 << 20;
 /// The original sizes its hash table as the measure graph's + 256*16.
 pub const REF_HASH_EXTRA: usize = 256 * 16;
 
+/// Nodes per split of benchmark 1's graph.
+pub const BLOCK_NODES: usize = 64;
+/// Splits of the "few-splits" family (issue 20): the same graph in longer
+/// blocks, [`FEW_SPLITS_NODES`] nodes in 8 splits over 2 backends.
+pub const FEW_SPLITS: usize = 8;
+/// Default size of the "few-splits" family (8 blocks of 96 layers).
+pub const FEW_SPLITS_NODES: usize = 6144;
+
 /// The scheduler benchmark graph (see c/bench_drv.c): `n_nodes` tiny nodes
-/// over `n_backends` backends, one split per 64 nodes.
+/// over `n_backends` backends, one split per 64 nodes ([`SchedBench::new`]) or
+/// per `block_nodes` ([`SchedBench::with_blocks`]).
 pub struct SchedBench {
     pub imp: Impl,
     pub n_backends: usize,
@@ -211,8 +224,17 @@ impl SchedBench {
     /// Builds backends, weights and graph; with `with_sched`, also creates the
     /// scheduler and runs `init_measure` on the graph.
     pub fn new(imp: Impl, n_backends: usize, n_nodes: usize, with_sched: bool) -> SchedBench {
+        SchedBench::with_blocks(imp, n_backends, n_nodes, BLOCK_NODES, with_sched)
+    }
+
+    /// The same graph with blocks of `block_nodes` nodes (a multiple of 8
+    /// dividing `n_nodes`): `n_nodes / block_nodes` splits.
+    pub fn with_blocks(imp: Impl, n_backends: usize, n_nodes: usize, block_nodes: usize, with_sched: bool) -> SchedBench {
+        // (checked_rem: `is_multiple_of` is newer than the workspace's minimum Rust)
+        let whole = |a: usize, b: usize| a.checked_rem(b) == Some(0);
+        assert!(block_nodes >= 8 && whole(block_nodes, 8) && whole(n_nodes, block_nodes), "{n_nodes} nodes in blocks of {block_nodes}");
         // SAFETY: plain values; the driver checks them.
-        let ptr = unsafe { (imp.sched_setup)(n_backends as c_int, n_nodes as c_int, with_sched as c_int) };
+        let ptr = unsafe { (imp.sched_setup_blocks)(n_backends as c_int, n_nodes as c_int, block_nodes as c_int, with_sched as c_int) };
         assert!(!ptr.is_null());
         let sb = SchedBench { imp, n_backends, n_nodes, ptr };
         sb.check_causes_pad();

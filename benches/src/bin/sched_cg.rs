@@ -1,52 +1,83 @@
 //! Runs benchmark 1's compute loop for one implementation, for
-//! `scripts/callgrind`: `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [cycle|vary]`.
-//! With `cycle`, runs benchmark 2's scheduler lifetimes instead
-//! (`<prefix>cycle_loop`, at most ~50 for the original); with `vary`, the
-//! "vary" family's computes (`<prefix>vary_loop`: every graph differs from
-//! the previous one).
+//! `scripts/callgrind`:
+//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|cycle] [splits]`.
+//!
+//! - `steady` (default): the same graph computed again
+//!   (`<prefix>sched_loop`);
+//! - `vary`: the "vary" family's computes (`<prefix>vary_loop`: every graph
+//!   differs from the previous one);
+//! - `cycle`: benchmark 2's scheduler lifetimes instead (`<prefix>cycle_loop`,
+//!   at most ~50 for the original).
+//!
+//! `splits`: the graph in that many blocks (`n_nodes / splits` nodes each)
+//! instead of one per 64 nodes; the "few-splits" family (issue 20) is
+//! `6144 nodes, 8 splits, 2 backends`, with `steady` or `vary`.
 //!
 //! Sets up the graph and a measured scheduler, computes 8 times (warm-up, not
-//! measured, past ours' table refit), then calls the driver's `<prefix>sched_loop(iters)`, which
-//! scripts/callgrind measures (`--zero-before` / `--dump-after` on it).
-use wsp_bench::{Impl, SchedBench};
+//! measured, past ours' table refit), then calls the driver's loop, which
+//! scripts/callgrind measures (`--zero-before` / `--dump-after` on it). Prints
+//! one JSON line with the output's hash and the splits of the last warm-up
+//! compute on the test backends (`test_splits`), so that the two
+//! implementations can be compared.
+use wsp_bench::{Impl, SchedBench, BLOCK_NODES};
+
+fn usage() -> ! {
+    eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|cycle] [splits]");
+    std::process::exit(2);
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 5 && !(args.len() == 6 && (args[5] == "cycle" || args[5] == "vary")) {
-        eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [cycle|vary]");
-        std::process::exit(2);
+    if !(5..=7).contains(&args.len()) {
+        usage();
     }
     let imp = Impl::by_name(&args[1]).unwrap_or_else(|| panic!("unknown implementation {}", args[1]));
     let nb: usize = args[2].parse().expect("n_backends");
     let n: usize = args[3].parse().expect("n_nodes");
     let iters: usize = args[4].parse().expect("iters");
-    imp.quiet_stderr();
-    if args.len() == 6 && args[5] == "vary" {
-        let mut sb = SchedBench::new(imp, nb, n, true);
-        for _ in 0..8 {
-            sb.restore();
-            sb.compute_vary();
-        }
-        sb.vary_loop(iters);
-        println!("{{\"impl\":\"{}\",\"n_backends\":{nb},\"n_nodes\":{n},\"iters\":{iters},\"mode\":\"vary\"}}", imp.name);
-        return;
+    let mode = args.get(5).map(String::as_str).unwrap_or("steady");
+    if !["steady", "vary", "cycle"].contains(&mode) {
+        usage();
     }
-    if args.len() == 6 {
-        let mut sb = SchedBench::new(imp, nb, n, false);
+    let block = match args.get(6) {
+        Some(s) => {
+            let splits: usize = s.parse().expect("splits");
+            let whole = |a: usize, b: usize| a.checked_rem(b) == Some(0);
+            assert!(whole(n, splits) && whole(n / splits, 8), "{n} nodes do not make {splits} blocks of whole layers (8 nodes)");
+            n / splits
+        }
+        None => BLOCK_NODES,
+    };
+    imp.quiet_stderr();
+    let head = format!(
+        "{{\"impl\":\"{}\",\"n_backends\":{nb},\"n_nodes\":{n},\"block_nodes\":{block},\"iters\":{iters},\"mode\":\"{mode}\"",
+        imp.name
+    );
+    if mode == "cycle" {
+        let mut sb = SchedBench::with_blocks(imp, nb, n, block, false);
         sb.cycle_loop(1); // warm-up, not measured
         sb.cycle_loop(iters);
-        println!("{{\"impl\":\"{}\",\"n_backends\":{nb},\"n_nodes\":{n},\"iters\":{iters},\"mode\":\"cycle\"}}", imp.name);
+        println!("{head}}}");
         return;
     }
-    let mut sb = SchedBench::new(imp, nb, n, true);
-    // past ours' table refit (at the 5th compute of the same graph)
+    let mut sb = SchedBench::with_blocks(imp, nb, n, block, true);
+    let compute = if mode == "vary" { SchedBench::compute_vary } else { SchedBench::compute };
+    // past ours' table refit (at the 5th compute of the same graph); an even
+    // number, so that the vary family's last warm-up computes the whole graph
+    let mut splits = 0;
     for _ in 0..8 {
         sb.restore();
-        sb.compute();
+        let before = sb.test_stats().0;
+        compute(&mut sb);
+        splits = sb.test_stats().0 - before;
     }
     let sum = sb.checksum();
-    sb.compute_loop(iters);
-    println!("{{\"impl\":\"{}\",\"n_backends\":{nb},\"n_nodes\":{n},\"iters\":{iters},\"checksum\":\"{sum:016x}\"}}", imp.name);
+    if mode == "vary" {
+        sb.vary_loop(iters);
+    } else {
+        sb.compute_loop(iters);
+    }
+    println!("{head},\"test_splits\":{splits},\"checksum\":\"{sum:016x}\"}}");
     if std::env::var_os("SCHED_CG_KEEP").is_some() {
         // leave everything allocated, for heap profilers' end-of-run view
         std::mem::forget(sb);
