@@ -159,6 +159,32 @@ def vary_table(lines, targets, cgv):
             targets["vary_linear"] = (per[0], per[-1])
 
 
+SHARE_FAMILIES = [("steady", "callgrind.json", "same graph again", 0.15), ("vary", "callgrind_vary.json", "new graph every compute", 0.45),
+                  ("few-splits", "callgrind_fewsplits.json", "same graph again", 0.15),
+                  ("few-splits-vary", "callgrind_fewsplits_vary.json", "new graph every compute", 0.45)]
+
+
+def share_table(lines, targets, cgs):
+    """Issue 20's scheduler share: sched_graph_compute's inclusive instructions minus the backends' graph_compute."""
+    rows = []
+    for family, _, what, target in SHARE_FAMILIES:
+        for c in (cgs.get(family) or {}).get("rows", []):
+            if "ratio_sched" in c:
+                rows.append((family, what, target, c))
+    if not rows:
+        return
+    lines.append("Instructions per compute of everything in `sched_graph_compute` but the backends' graph_compute (inclusive "
+                 "costs from callgrind's call graph, `scripts/callgrind --family F`; includes the graph allocation):")
+    lines.append("")
+    lines.append("| family | backends | nodes | splits | ours | original | ratio | target |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for family, what, target, c in rows:
+        lines.append(f"| {family} ({what}) | {c['n_backends']} | {c['n_nodes']} | {c['splits']} | {c['ours_sched']:,} | {c['ref_sched']:,} | "
+                     f"{c['ratio_sched']:.3f} | ≤ {target} |")
+        if c["n_backends"] == 2 and c["n_nodes"] in (4096, 6144):
+            targets.setdefault("share", []).append((family, what, c["n_nodes"], c["splits"], target, c["ratio_sched"]))
+
+
 def breakdown_tables(lines, cg, top=12):
     """Top functions (self instructions) from scripts/callgrind: own share of benchmark 1, and benchmark 2."""
     if not cg:
@@ -382,6 +408,9 @@ def targets_table(lines, t):
         first, last = t["vary_linear"]
         lines.append(f"| … cost linear in nodes: instructions per node, ours | flat | {first[1]:.0f} at {first[0]} → {last[1]:.0f} at {last[0]} | "
                      f"{ok(abs(last[1] / first[1] - 1) <= 0.25)} |")
+    for family, what, n, splits, target, v in t.get("share", []):
+        row(f"scheduler share (issue 20), {family} ({what}), 2 backends, {n} nodes, {splits} splits: instructions ours/original",
+            f"≤ {target}", v, lambda v, target=target: v <= target)
     row("sched_new + init_measure + free, 2048 nodes: time ours/original", "≤ 0.5", t.get("life_time"), lambda v: v <= 0.5)
     if t.get("life_paired") is not None:
         row("… interleaved (`paired cycle`, median of per-round ratios)", "≤ 0.5", t.get("life_paired"), lambda v: v <= 0.5)
@@ -411,6 +440,7 @@ def main():
     paired = load_lines(os.path.join(OUT, "paired.json"))
     cg = load_json(os.path.join(OUT, "callgrind.json"))
     cgv = load_json(os.path.join(OUT, "callgrind_vary.json"))
+    cgs = {family: load_json(os.path.join(OUT, name)) for family, name, _, _ in SHARE_FAMILIES}
     t = {}
     L = []
     if os.path.exists(os.path.join(OUT, "machine.txt")):
@@ -426,6 +456,11 @@ def main():
     L.append("")
     vary_table(L, t, cgv)
     L.append("")
+    if any(cgs.values()):
+        L.append("### 1c. Scheduler share (issue 20): steady, vary and the few-splits family (6144 nodes, 8 splits, 2 backends)")
+        L.append("")
+        share_table(L, t, cgs)
+        L.append("")
     L.append("### 2. `sched_new` + `init_measure` + `sched_free` (2 backends; median per lifetime) and scheduler memory")
     L.append("")
     lifecycle_table(L, t, mem, paired)
