@@ -158,14 +158,16 @@ mod tests {
         let mut m = PtrMap::new();
         assert_eq!(m.get(5), None, "empty, unallocated");
         m.clear(0);
+        // (Miri interprets every probe: fewer keys there, still six growths)
+        let n: u64 = if cfg!(miri) { 200 } else { 1000 };
         for round in 0..3u64 {
-            for i in 1..=1000u64 {
+            for i in 1..=n {
                 let (v, ins) = m.get_or_insert_with(i * 368, || (i + round) as u32);
                 assert!(ins);
                 assert_eq!(v, (i + round) as u32);
             }
-            assert_eq!(m.len(), 1000);
-            for i in 1..=1000u64 {
+            assert_eq!(m.len(), n as usize);
+            for i in 1..=n {
                 assert_eq!(m.get(i * 368), Some((i + round) as u32));
                 assert_eq!(m.get_or_insert_with(i * 368, || 0), ((i + round) as u32, false));
             }
