@@ -253,7 +253,9 @@ impl Sched {
         self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
         let same = self.user.is_empty() && self.planner().still_valid(graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
-        if same && refit.is_none() {
+        // (a refit makes the same split in a new table: its slots are new)
+        let reused = same && refit.is_none();
+        if reused {
             self.reuse_split(graph);
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
@@ -271,7 +273,7 @@ impl Sched {
         if self.debug {
             self.print_assignments(graph);
         }
-        !same
+        !reused
     }
 
     /// The passes over this scheduler's tables.

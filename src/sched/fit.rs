@@ -51,7 +51,7 @@ impl Sched {
         if reused {
             let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
             if self.galloc.still_holds(&self.st.table, &arenas) {
-                self.galloc.apply(&arenas);
+                self.galloc.apply(&self.st.table, &arenas);
                 return;
             }
         }
@@ -61,13 +61,13 @@ impl Sched {
         // most once; a fall-back starts over once.
         for _ in 0..2 * self.tallocs.len() + 4 {
             let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
-            let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, func) else {
-                self.galloc.apply(&arenas);
+            let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
+                self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.release();
                 return;
             };
             let b = b.get();
-            let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, func);
+            let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max[b];
             if self.debug {
@@ -108,7 +108,7 @@ impl Sched {
     /// after ggml-alloc allocated it). Nothing is placed.
     pub(super) fn measure_split(&mut self, func: &str) -> Vec<usize> {
         let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
-        if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, func).is_err() {
+        if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         self.galloc.release();

@@ -136,20 +136,26 @@ impl Slot {
 pub(super) struct Galloc {
     /// Per tensor id: a table slot, or an extra tensor past the table.
     slots: Vec<Slot>,
-    ptr: Vec<*mut wsp_ggml_tensor>,
+    /// The extra tensors (ids from the table's size on).
+    extras: Vec<*mut wsp_ggml_tensor>,
     /// Tensors met that the table does not hold (ids from the table's size on).
     extra: PtrMap,
     steps: Vec<Step>,
     models: Vec<Model>,
     /// How far into each buffer the plan went (ggml-alloc's `max_size`).
     pub max: Vec<usize>,
-    /// What the last plan read: (data, buffer) of every table slot as
-    /// loaded, and its questions in order.
-    loaded: Vec<(usize, *mut wsp_ggml_backend_buffer)>,
+    /// What the last plan read: the data and buffer of every tensor of the
+    /// table as loaded, in slot order (the buffer as an index into
+    /// `buffers`: a graph's tensors live in a few), and its questions in
+    /// order.
+    loaded: Vec<usize>,
+    loaded_buffer: Vec<u8>,
+    buffers: Vec<*mut wsp_ggml_backend_buffer>,
     reads: Vec<Read>,
-    /// The last plan can be applied again: it fit `arenas` (their state
-    /// then) and read nothing besides `loaded` and `reads`.
-    kept: Option<Vec<Arena>>,
+    /// The last plan can be applied again: it was made in this generation
+    /// of the table, fit these arenas (their state then) and read nothing
+    /// besides `loaded` and `reads`.
+    kept: Option<(u64, Vec<Arena>)>,
 }
 
 const fn padded(size: usize, align: usize) -> usize {
@@ -158,18 +164,20 @@ const fn padded(size: usize, align: usize) -> usize {
 
 impl Galloc {
     /// Plan the allocation of `order` in `arenas` (their real ends if
-    /// `bounded`, else endless). Err: the first backend whose buffer is too
-    /// small (the plan stops there).
+    /// `bounded`, else endless); `keep`: record what it reads, so that it can
+    /// be applied again while that holds (a split computed again and again).
+    /// Err: the first backend whose buffer is too small (the plan stops there).
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
-    pub fn plan(&mut self, table: &Table, order: &Order, arenas: &[Arena], bounded: bool, func: &str) -> Result<(), TooSmall> {
+    pub fn plan(&mut self, table: &Table, order: &Order, arenas: &[Arena], bounded: bool, keep: bool, func: &str) -> Result<(), TooSmall> {
         self.kept = None;
         self.reads.clear();
         self.load(table);
         // (extra ids: the graph changed under the split; such a plan is not kept)
-        let mut keep = bounded && self.slots.len() == table.size();
-        self.loaded.clear();
-        self.loaded.extend(self.slots.iter().map(|s| (s.data, s.buffer)));
+        let mut keep = keep && bounded && self.extras.is_empty();
+        if keep {
+            keep = self.record_loaded(table);
+        }
         self.models.clear();
         self.models.extend(arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })));
         self.max.clear();
@@ -181,14 +189,14 @@ impl Galloc {
             if n.vsrc != NONE {
                 self.slots[n.vsrc as usize].views += 1;
                 if n.buffer.is_null() && n.data != 0 {
-                    self.init_view(id, NONE, func);
+                    self.init_view(table, id, NONE, func);
                 }
             }
             for &p in &order.srcs[s as usize..e as usize] {
                 let ps = &mut self.slots[p as usize];
                 ps.children += 1;
                 if ps.vsrc != NONE && ps.buffer.is_null() && ps.data != 0 {
-                    self.init_view(p, NONE, func);
+                    self.init_view(table, p, NONE, func);
                 }
             }
         }
@@ -208,19 +216,25 @@ impl Galloc {
                 if ps.children == 0 && ps.views == 0 {
                     let v = ps.vsrc;
                     if v == NONE {
-                        self.free(p, arenas, func);
+                        self.free(table, p, arenas, func);
                         continue;
                     }
                     let vs = &mut self.slots[v as usize];
                     vs.views -= 1;
                     if vs.views == 0 && vs.children == 0 {
-                        self.free(v, arenas, func);
+                        self.free(table, v, arenas, func);
                     }
                 }
             }
         }
-        if keep && self.slots.len() == table.size() {
-            self.kept = Some(arenas.to_vec());
+        if keep && self.extras.is_empty() {
+            self.kept = Some((table.generation(), arenas.to_vec()));
+            // (held between computes: no spare capacity)
+            for v in [&mut self.loaded as &mut dyn Trim, &mut self.loaded_buffer, &mut self.reads, &mut self.steps] {
+                v.trim();
+            }
+        } else {
+            self.reads.clear();
         }
         Ok(())
     }
@@ -231,24 +245,50 @@ impl Galloc {
     /// same answer. Then [`Galloc::apply`] places the split as a new plan
     /// would (the plan is a function of exactly these).
     pub fn still_holds(&self, table: &Table, arenas: &[Arena]) -> bool {
-        if self.kept.as_deref() != Some(arenas) || self.loaded.len() != table.size() {
+        let same_arenas = |(generation, kept): &(u64, Vec<Arena>)| *generation == table.generation() && kept[..] == *arenas;
+        if !self.kept.as_ref().is_some_and(same_arenas) || self.loaded.len() != table.len() {
             return false;
         }
-        let keys = table.keys();
-        let same = keys.iter().zip(&self.loaded).all(|(&k, &seen)| {
-            // (NULL keys: free slots, loaded as no data and no buffer)
-            TensorRef::new(k).map_or((0, core::ptr::null_mut()), |t| (t.data() as usize, t.buffer())) == seen
-        });
-        same && self.reads.iter().all(|&r| self.ask_again(r, arenas) == r)
+        let tensors = table.keys().iter().filter_map(|&k| TensorRef::new(k));
+        let seen = self.loaded.iter().zip(&self.loaded_buffer);
+        let same = tensors.zip(seen).all(|(t, (&data, &b))| t.data() as usize == data && t.buffer() == self.buffers[usize::from(b)]);
+        same && self.reads.iter().all(|&r| self.ask_again(table, r, arenas) == r)
+    }
+
+    /// Record the data and buffer of every tensor of the table as loaded;
+    /// false if its tensors live in too many buffers to record.
+    fn record_loaded(&mut self, table: &Table) -> bool {
+        self.loaded.clear();
+        self.loaded_buffer.clear();
+        self.buffers.clear();
+        let mut last = (core::ptr::null_mut(), u8::MAX);
+        for (s, _) in self.slots.iter().zip(table.keys()).filter(|(_, k)| !k.is_null()) {
+            if s.buffer != last.0 || last.1 == u8::MAX {
+                let i = match self.buffers.iter().position(|&b| b == s.buffer) {
+                    Some(i) => i,
+                    None => {
+                        self.buffers.push(s.buffer);
+                        self.buffers.len() - 1
+                    }
+                };
+                let Ok(i) = u8::try_from(i) else { return false };
+                last = (s.buffer, i);
+            }
+            self.loaded.push(s.data);
+            self.loaded_buffer.push(last.1);
+        }
+        true
     }
 
     /// Read `r`'s question again.
-    fn ask_again(&self, r: Read, arenas: &[Arena]) -> Read {
+    fn ask_again(&self, table: &Table, r: Read, arenas: &[Arena]) -> Read {
         match r {
-            Read::Size { id, b, .. } => Read::Size { id, b, bytes: arenas[b].buffer.alloc_size(self.tensor(id)) },
-            Read::InPlace { id, .. } => Read::InPlace { id, yes: can_inplace(self.tensor(id).get().op) },
-            Read::Layout { id, other, .. } => Read::Layout { id, other, yes: self.tensor(id).same_layout(self.tensor(other)) },
-            Read::Offs { id, .. } => Read::Offs { id, offs: self.tensor(id).get().view_offs },
+            Read::Size { id, b, .. } => Read::Size { id, b, bytes: arenas[b].buffer.alloc_size(self.tensor(table, id)) },
+            Read::InPlace { id, .. } => Read::InPlace { id, yes: can_inplace(self.tensor(table, id).get().op) },
+            Read::Layout { id, other, .. } => {
+                Read::Layout { id, other, yes: self.tensor(table, id).same_layout(self.tensor(table, other)) }
+            }
+            Read::Offs { id, .. } => Read::Offs { id, offs: self.tensor(table, id).get().view_offs },
         }
     }
 
@@ -256,11 +296,11 @@ impl Galloc {
     /// callbacks in ggml-alloc's order. `arenas` as for the plan.
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
-    pub fn apply(&self, arenas: &[Arena]) {
+    pub fn apply(&self, table: &Table, arenas: &[Arena]) {
         for &step in &self.steps {
             match step {
                 Step::Alloc { id, b, offset } => {
-                    let t = self.tensor(id);
+                    let t = self.tensor(table, id);
                     let a = &arenas[b];
                     t.place(a.buffer.as_ptr(), (a.base + offset) as *mut c_void);
                     if !a.measure {
@@ -268,9 +308,9 @@ impl Galloc {
                     }
                 }
                 Step::View { id, b, owner } => {
-                    let t = self.tensor(id);
+                    let t = self.tensor(table, id);
                     if owner != NONE {
-                        t.set_view_src(self.tensor(owner));
+                        t.set_view_src(self.tensor(table, owner));
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
@@ -281,7 +321,7 @@ impl Galloc {
                 Step::Free { id, b } => {
                     let a = &arenas[b];
                     if !a.measure {
-                        a.buffer.free_tensor(self.tensor(id));
+                        a.buffer.free_tensor(self.tensor(table, id));
                     }
                 }
             }
@@ -308,16 +348,21 @@ impl Galloc {
         self.release();
     }
 
-    fn tensor(&self, id: u32) -> TensorRef {
-        TensorRef::new(self.ptr[id as usize]).expect("a planned tensor")
+    /// Tensor `id`: a table slot, or an extra tensor past the table.
+    fn tensor(&self, table: &Table, id: u32) -> TensorRef {
+        let id = id as usize;
+        let p = match table.keys().get(id) {
+            Some(&k) => k,
+            None => self.extras[id - table.size()],
+        };
+        TensorRef::new(p).expect("a planned tensor")
     }
 
     /// Read what the plan needs of every tensor in the table.
     fn load(&mut self, table: &Table) {
         let keys = table.keys();
         self.extra.clear(0);
-        self.ptr.clear();
-        self.ptr.extend_from_slice(keys);
+        self.extras.clear();
         self.slots.clear();
         self.slots.reserve(keys.len());
         let mut unheld = Vec::new();
@@ -342,7 +387,7 @@ impl Galloc {
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
         for i in unheld {
-            let v = self.tensor(i as u32).get().view_src;
+            let v = self.tensor(table, i as u32).get().view_src;
             self.slots[i].vsrc = self.id_of(table, v);
         }
     }
@@ -356,9 +401,9 @@ impl Galloc {
         if let Some(id) = self.extra.get(t as usize as u64) {
             return id;
         }
-        let id = self.ptr.len() as u32;
+        let id = (table.size() + self.extras.len()) as u32;
         self.extra.insert(t as usize as u64, id);
-        self.ptr.push(t);
+        self.extras.push(t);
         // a source or view source of a tensor of the graph: live for the call
         let (data, buffer, view_src) = {
             let g = TensorRef::new(t).expect("not NULL");
@@ -375,15 +420,15 @@ impl Galloc {
 
     /// `init_view`: the view takes its source's buffer and memory.
     #[inline(always)]
-    fn init_view(&mut self, id: u32, owner: u32, func: &str) {
+    fn init_view(&mut self, table: &Table, id: u32, owner: u32, func: &str) {
         let i = id as usize;
         if owner != NONE {
             self.slots[i].vsrc = owner;
         }
         let v = self.slots[self.slots[i].vsrc as usize];
         if v.data == 0 {
-            let t = self.tensor(id);
-            let src = self.tensor(self.slots[i].vsrc);
+            let t = self.tensor(table, id);
+            let src = self.tensor(table, self.slots[i].vsrc);
             fatal(
                 func,
                 &format!(
@@ -394,7 +439,7 @@ impl Galloc {
                 ),
             );
         }
-        let offs = self.tensor(id).get().view_offs;
+        let offs = self.tensor(table, id).get().view_offs;
         self.reads.push(Read::Offs { id, offs });
         let s = &mut self.slots[i];
         s.buffer = v.buffer;
@@ -415,13 +460,13 @@ impl Galloc {
         let i = id as usize;
         let n = self.slots[i];
         if n.vsrc != NONE {
-            self.init_view(id, NONE, func);
+            self.init_view(table, id, NONE, func);
             return Ok(true);
         }
         let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else {
-            fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(id).name_lossy()));
+            fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(table, id).name_lossy()));
         };
-        let t = self.tensor(id);
+        let t = self.tensor(table, id);
         let inplace = can_inplace(t.get().op);
         self.reads.push(Read::InPlace { id, yes: inplace });
         let mut keep = true;
@@ -441,20 +486,20 @@ impl Galloc {
                 if ps.buffer != arena.buffer.as_ptr() || ps.data == 0 || ps.children != 1 || ps.views != 0 {
                     continue;
                 }
-                let same = t.same_layout(self.tensor(p));
+                let same = t.same_layout(self.tensor(table, p));
                 self.reads.push(Read::Layout { id, other: p, yes: same });
                 if !same {
                     continue;
                 }
                 if ps.vsrc == NONE {
                     self.slots[p as usize].views += 1;
-                    self.init_view(id, p, func);
+                    self.init_view(table, id, p, func);
                     return Ok(keep);
                 }
                 let vs = self.slots[ps.vsrc as usize];
                 if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
                     self.slots[ps.vsrc as usize].views += 1;
-                    self.init_view(id, ps.vsrc, func);
+                    self.init_view(table, id, ps.vsrc, func);
                     return Ok(keep);
                 }
             }
@@ -473,13 +518,13 @@ impl Galloc {
 
     /// `free_node`: give a tensor's memory back to its allocator, if it is
     /// the allocator's own.
-    fn free(&mut self, id: u32, arenas: &[Arena], func: &str) {
+    fn free(&mut self, table: &Table, id: u32, arenas: &[Arena], func: &str) {
         let n = self.slots[id as usize];
         let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else { return };
         if n.buffer != arena.buffer.as_ptr() {
             return;
         }
-        let bytes = arena.buffer.alloc_size(self.tensor(id));
+        let bytes = arena.buffer.alloc_size(self.tensor(table, id));
         self.reads.push(Read::Size { id, b, bytes });
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
@@ -493,6 +538,19 @@ impl Galloc {
             );
         }
         self.steps.push(Step::Free { id, b });
+    }
+}
+
+/// A vector the kept plan holds: its spare capacity is given back.
+trait Trim {
+    fn trim(&mut self);
+}
+
+impl<T> Trim for Vec<T> {
+    fn trim(&mut self) {
+        if self.capacity() > self.len() + self.len() / 8 + 16 {
+            self.shrink_to_fit();
+        }
     }
 }
 

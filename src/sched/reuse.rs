@@ -35,24 +35,21 @@ use super::Sched;
 use crate::backend::BackendRef;
 use crate::ggml::{GraphRef, TensorRef};
 
-/// One question a plan asked C about a registered tensor, with its answer.
+/// A `supports_op` question a plan asked and its answer, in eight bytes
+/// (a plan asks one or more per node): the tensor's slot, the backend and
+/// the answer, packed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Asked {
-    /// `wsp_ggml_nbytes` of tensor `slot`.
-    Size { slot: u32, bytes: usize },
-    /// `supports_op` of backend `backend` (an index) for tensor `slot`.
-    Supports { backend: BackendIdx, slot: u32, yes: bool },
-}
+struct Supports(u64);
 
-impl Asked {
+impl Supports {
+    fn new(backend: BackendIdx, slot: u32, yes: bool) -> Supports {
+        Supports(u64::from(slot) | (backend.get() as u64) << 32 | u64::from(yes) << 48)
+    }
+
     /// The same question, answered now.
-    fn again(self, backends: &[BackendRef], table: &Table) -> Asked {
-        match self {
-            Asked::Size { slot, .. } => Asked::Size { slot, bytes: table.tensor(slot).nbytes() },
-            Asked::Supports { backend, slot, .. } => {
-                Asked::Supports { backend, slot, yes: backends[backend].supports_op(table.tensor(slot)) }
-            }
-        }
+    fn again(self, backends: &[BackendRef], table: &Table) -> Supports {
+        let (slot, backend) = (self.0 as u32, BackendIdx::new((self.0 >> 32 & 0xffff) as usize));
+        Supports::new(backend, slot, backends[backend].supports_op(table.tensor(slot)))
     }
 }
 
@@ -66,7 +63,10 @@ pub(super) struct Record {
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node): checked on their own.
     pub unlisted: Vec<u32>,
-    asked: Vec<Asked>,
+    /// Every `supports_op` question, in the order asked.
+    supports: Vec<Supports>,
+    /// (slot, bytes) of every size compared, in the order asked.
+    sizes: Vec<(u32, usize)>,
 }
 
 impl Record {
@@ -74,7 +74,8 @@ impl Record {
     pub fn clear(&mut self) {
         self.valid = false;
         self.unlisted.clear();
-        self.asked.clear();
+        self.supports.clear();
+        self.sizes.clear();
     }
 
     /// Forget the split and give the memory back.
@@ -85,7 +86,7 @@ impl Record {
     /// `t`'s size (`t` is registered in `slot`), recorded.
     pub fn nbytes(&mut self, t: TensorRef, slot: u32) -> usize {
         let bytes = t.nbytes();
-        self.asked.push(Asked::Size { slot, bytes });
+        self.sizes.push((slot, bytes));
         bytes
     }
 
@@ -96,19 +97,20 @@ impl Record {
             return true;
         }
         let yes = backend.supports_op(t);
-        self.asked.push(Asked::Supports { backend: b, slot, yes });
+        self.supports.push(Supports::new(b, slot, yes));
         yes
     }
 
     /// Whether every recorded question gets the same answer now.
     fn answers_hold(&self, backends: &[BackendRef], table: &Table) -> bool {
-        self.asked.iter().all(|&q| q.again(backends, table) == q)
+        self.sizes.iter().all(|&(slot, bytes)| table.tensor(slot).nbytes() == bytes)
+            && self.supports.iter().all(|&q| q.again(backends, table) == q)
     }
 
     /// Whether the plan compared sizes (tests).
     #[cfg(test)]
     pub fn compared_sizes(&self) -> bool {
-        self.asked.iter().any(|q| matches!(q, Asked::Size { .. }))
+        !self.sizes.is_empty()
     }
 }
 

@@ -195,6 +195,8 @@ pub(super) struct Table {
     /// Most keys before `insert` reports `Full`: three quarters of the
     /// slots (a quarter stays free, so probes stay short and always end).
     limit: usize,
+    /// Counts the resets: slots keep their meaning while it stays the same.
+    generation: u64,
 }
 
 impl Table {
@@ -230,13 +232,14 @@ impl Table {
         }
         self.len = 0;
         self.steps = 0;
+        self.generation += 1;
         self.limit = limit(self.keys.len());
         self.modulo = FastMod::new(self.keys.len() as u64);
     }
 
     /// Forget everything and give the memory back.
     pub fn release(&mut self) {
-        *self = Table::default();
+        *self = Table { generation: self.generation + 1, ..Table::default() };
     }
 
     /// The slot of `key` or the free slot where it would go, and how many
@@ -344,6 +347,12 @@ impl Table {
             size = prev_prime(size - 1);
         }
         best.1
+    }
+
+    /// Which filling of the table this is: the slots of one generation are
+    /// the same tensors (reset and release start a new one).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Number of slots.

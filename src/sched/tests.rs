@@ -441,10 +441,10 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
     let mut g = Galloc::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
+    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
     assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
     assert_eq!(g.max, vec![64]);
-    g.apply(&arenas);
+    g.apply(&st.table, &arenas);
     let base = arenas[0].base;
     assert_eq!((data(n0), data(n1), data(n2), data(n3)), (base, base, base + 32, base));
     assert_eq!(view_src(n1), n0, "computed in place: a view of its source");
@@ -466,9 +466,9 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 48);
     let mut g = Galloc::default();
-    assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, "test"), Err(TooSmall(b)) if b.get() == 0));
+    assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, true, "test"), Err(TooSmall(b)) if b.get() == 0));
     assert_eq!((data(n0), data(n1)), (0, 0));
-    assert!(g.plan(&st.table, &st.order, &arenas, false, "test").is_ok());
+    assert!(g.plan(&st.table, &st.order, &arenas, false, false, "test").is_ok());
     assert_eq!(g.max, vec![64]);
 }
 
@@ -487,8 +487,8 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     let (_bufs, mut arenas) = compute_buffers(&mut w, 1024);
     arenas[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
     let mut g = Galloc::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
-    g.apply(&arenas);
+    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    g.apply(&st.table, &arenas);
     let base = arenas[0].base;
     assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
     assert_eq!(data(n2), base + 128);
@@ -551,16 +551,16 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
     let mut g = Galloc::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
-    g.apply(&arenas);
+    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    g.apply(&st.table, &arenas);
     g.release();
     assert!(!g.still_holds(&st.table, &arenas), "the tensors were placed since: a new plan reads that");
-    assert!(g.plan(&st.table, &st.order, &arenas, true, "test").is_ok());
-    g.apply(&arenas);
+    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    g.apply(&st.table, &arenas);
     g.release();
     let placed = [n0, v, n2, n3].map(data);
     assert!(g.still_holds(&st.table, &arenas), "nothing changed");
-    g.apply(&arenas);
+    g.apply(&st.table, &arenas);
     assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
 
     edit(n3, |t| t.data = core::ptr::null_mut());
@@ -581,6 +581,6 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     edit(n2, |t| t.ne[0] = 4);
     assert!(g.still_holds(&st.table, &arenas));
 
-    assert!(g.plan(&st.table, &st.order, &arenas, false, "test").is_ok());
+    assert!(g.plan(&st.table, &st.order, &arenas, false, false, "test").is_ok());
     assert!(!g.still_holds(&st.table, &arenas), "an endless (measuring) plan is not kept");
 }
