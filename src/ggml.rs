@@ -332,6 +332,36 @@ pub fn is_view_op(op: c_int) -> bool {
     (WSP_GGML_OP_RESHAPE..=WSP_GGML_OP_TRANSPOSE).contains(&op)
 }
 
+/// The ops ggml-alloc computes in place, as a bit set by op value, looked
+/// up by name in the linked ggml (see `WSP_GGML_OPS_IN_PLACE_NAMES`): the
+/// names are read in op order up to `UNARY`, the last of them, which every
+/// ggml with this backend API has (so no read passes ggml's name table).
+pub fn in_place_ops() -> u128 {
+    let name = |op: c_int| {
+        // SAFETY: op values up to UNARY's are ggml ops (see above).
+        let p = unsafe { wsp_ggml_op_name(op) };
+        // SAFETY: non-NULL, NUL-terminated static string from ggml.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+    };
+    in_place_ops_named(name)
+        .unwrap_or_else(|| crate::fatal::fatal("wsp_ggml_backend_sched_new", "the linked ggml has no UNARY op among its first 128 ops"))
+}
+
+/// [`in_place_ops`] over the op names `name` gives; None without `UNARY`.
+fn in_place_ops_named<'a>(name: impl Fn(c_int) -> Option<&'a CStr>) -> Option<u128> {
+    let mut set = 0u128;
+    for op in 0..128 {
+        let Some(name) = name(op).map(CStr::to_bytes) else { continue };
+        if WSP_GGML_OPS_IN_PLACE_NAMES.iter().any(|n| n.as_bytes() == name) {
+            set |= 1 << op;
+        }
+        if name == b"UNARY" {
+            return Some(set);
+        }
+    }
+    None
+}
+
 pub fn op_name(op: c_int) -> String {
     // SAFETY: wsp_ggml_op_name returns a static string for any op value in range;
     // we only call it with an op read from a tensor.
@@ -426,6 +456,104 @@ pub fn zeroed_tensor() -> wsp_ggml_tensor {
 mod tests {
     use super::*;
     use crate::buffer::BufferRef;
+
+    /// The in-place ops are found by name, wherever the linked ggml's enum
+    /// puts them: v1.5.0's order, and rc.4's, whose six convolution ops
+    /// (for v1.5.0's one IM2COL) put UNARY at 62, not 57.
+    #[test]
+    fn in_place_ops_follow_the_linked_ggml_enum() {
+        const V1_5: &[&CStr] = &[
+            c"NONE",
+            c"DUP",
+            c"ADD",
+            c"ADD1",
+            c"ACC",
+            c"SUB",
+            c"MUL",
+            c"DIV",
+            c"SQR",
+            c"SQRT",
+            c"LOG",
+            c"SUM",
+            c"SUM_ROWS",
+            c"MEAN",
+            c"ARGMAX",
+            c"REPEAT",
+            c"REPEAT_BACK",
+            c"CONCAT",
+            c"SILU_BACK",
+            c"NORM",
+            c"RMS_NORM",
+            c"RMS_NORM_BACK",
+            c"GROUP_NORM",
+            c"MUL_MAT",
+            c"OUT_PROD",
+            c"SCALE",
+            c"SET",
+            c"CPY",
+            c"CONT",
+            c"RESHAPE",
+            c"VIEW",
+            c"PERMUTE",
+            c"TRANSPOSE",
+            c"GET_ROWS",
+            c"GET_ROWS_BACK",
+            c"DIAG",
+            c"DIAG_MASK_INF",
+            c"DIAG_MASK_ZERO",
+            c"SOFT_MAX",
+            c"SOFT_MAX_BACK",
+            c"ROPE",
+            c"ROPE_BACK",
+            c"ALIBI",
+            c"CLAMP",
+            c"CONV_TRANSPOSE_1D",
+            c"IM2COL",
+            c"CONV_TRANSPOSE_2D",
+            c"POOL_1D",
+            c"POOL_2D",
+            c"UPSCALE",
+            c"FLASH_ATTN",
+            c"FLASH_FF",
+            c"FLASH_ATTN_BACK",
+            c"WIN_PART",
+            c"WIN_UNPART",
+            c"GET_REL_POS",
+            c"ADD_REL_POS",
+            c"UNARY",
+            c"MAP_UNARY",
+        ];
+        let v1_5 = in_place_ops_named(|op| V1_5.get(op as usize).copied()).unwrap();
+        let values = [
+            WSP_GGML_OP_ADD,
+            WSP_GGML_OP_ADD1,
+            WSP_GGML_OP_SUB,
+            WSP_GGML_OP_MUL,
+            WSP_GGML_OP_DIV,
+            WSP_GGML_OP_SQR,
+            WSP_GGML_OP_SQRT,
+            WSP_GGML_OP_LOG,
+            WSP_GGML_OP_RMS_NORM,
+            WSP_GGML_OP_SCALE,
+            WSP_GGML_OP_DIAG_MASK_INF,
+            WSP_GGML_OP_DIAG_MASK_ZERO,
+            WSP_GGML_OP_SOFT_MAX,
+            WSP_GGML_OP_ROPE,
+            WSP_GGML_OP_UNARY,
+        ];
+        assert_eq!(v1_5, values.iter().fold(0u128, |s, &op| s | 1 << op), "v1.5.0's values (ggml.h, checked by ffi-tests)");
+        let im2col = V1_5.iter().position(|&n| n == c"IM2COL").unwrap();
+        let mut rc4: Vec<&CStr> = V1_5[..im2col - 1].to_vec();
+        rc4.extend([c"CONV_1D", c"CONV_1D_STAGE_0", c"CONV_1D_STAGE_1", c"CONV_TRANSPOSE_1D", c"CONV_2D", c"CONV_2D_STAGE_0"]);
+        rc4.extend([c"CONV_2D_STAGE_1"]);
+        rc4.extend_from_slice(&V1_5[im2col + 1..]);
+        let rc4_set = in_place_ops_named(|op| rc4.get(op as usize).copied()).unwrap();
+        let unary = rc4.iter().position(|&n| n == c"UNARY").unwrap();
+        assert_eq!(unary, 62);
+        assert!(rc4_set >> 62 & 1 == 1 && rc4_set >> 57 & 1 == 0, "UNARY where rc.4 has it");
+        assert_eq!(rc4_set.count_ones(), 15);
+        assert_eq!(in_place_ops_named(|op| V1_5[..10].get(op as usize).copied()), None, "no UNARY: not a supported ggml");
+    }
 
     /// A CPU buffer over `mem` and the allocator struct ggml-alloc of
     /// whisper.cpp 1.5 would make for it, reset (one free block).

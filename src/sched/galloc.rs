@@ -144,6 +144,8 @@ pub(super) struct Galloc {
     models: Vec<Model>,
     /// How far into each buffer the plan went (ggml-alloc's `max_size`).
     pub max: Vec<usize>,
+    /// The ops computed in place (`ggml::in_place_ops`).
+    in_place: u128,
     /// What the last plan read: the data and buffer of every tensor of the
     /// table as loaded, in slot order (the buffer as an index into
     /// `buffers`: a graph's tensors live in a few), and its questions in
@@ -163,6 +165,12 @@ const fn padded(size: usize, align: usize) -> usize {
 }
 
 impl Galloc {
+    /// An allocation that computes the ops of `in_place` in place
+    /// (`ggml::in_place_ops`).
+    pub fn new(in_place: u128) -> Galloc {
+        Galloc { in_place, ..Galloc::default() }
+    }
+
     /// Plan the allocation of `order` in `arenas` (their real ends if
     /// `bounded`, else endless); `keep`: record what it reads, so that it can
     /// be applied again while that holds (a split computed again and again).
@@ -284,7 +292,7 @@ impl Galloc {
     fn ask_again(&self, table: &Table, r: Read, arenas: &[Arena]) -> Read {
         match r {
             Read::Size { id, b, .. } => Read::Size { id, b, bytes: arenas[b].buffer.alloc_size(self.tensor(table, id)) },
-            Read::InPlace { id, .. } => Read::InPlace { id, yes: can_inplace(self.tensor(table, id).get().op) },
+            Read::InPlace { id, .. } => Read::InPlace { id, yes: can_inplace(self.in_place, self.tensor(table, id).get().op) },
             Read::Layout { id, other, .. } => {
                 Read::Layout { id, other, yes: self.tensor(table, id).same_layout(self.tensor(table, other)) }
             }
@@ -333,7 +341,7 @@ impl Galloc {
     pub fn release(&mut self) {
         if self.kept.is_none() {
             let max = core::mem::take(&mut self.max);
-            *self = Galloc { max, ..Galloc::default() };
+            *self = Galloc { max, in_place: self.in_place, ..Galloc::default() };
             return;
         }
         // A kept plan keeps what applying it again and checking it need.
@@ -467,7 +475,7 @@ impl Galloc {
             fatal(func, &format!("tensor '{}' has no memory and no backend to allocate it on", self.tensor(table, id).name_lossy()));
         };
         let t = self.tensor(table, id);
-        let inplace = can_inplace(t.get().op);
+        let inplace = can_inplace(self.in_place, t.get().op);
         self.reads.push(Read::InPlace { id, yes: inplace });
         let mut keep = true;
         if inplace {
@@ -554,19 +562,8 @@ impl<T> Trim for Vec<T> {
     }
 }
 
-/// `ggml_op_can_inplace`, as a bit set of ops.
-const IN_PLACE: u64 = {
-    let mut m = 0u64;
-    let ops = crate::ggml::WSP_GGML_OPS_IN_PLACE;
-    let mut k = 0;
-    while k < ops.len() {
-        m |= 1 << ops[k];
-        k += 1;
-    }
-    m
-};
-
 #[inline]
-fn can_inplace(op: core::ffi::c_int) -> bool {
-    (op as u32) < 64 && IN_PLACE >> op & 1 != 0
+/// `ggml_op_can_inplace` for the ops in `set` (`ggml::in_place_ops`).
+fn can_inplace(set: u128, op: core::ffi::c_int) -> bool {
+    (op as u32) < 128 && set >> op & 1 != 0
 }

@@ -296,7 +296,7 @@ impl Sched {
         Box::new(Sched {
             backends: backends.to_vec(),
             tallocs,
-            galloc: galloc::Galloc::default(),
+            galloc: galloc::Galloc::new(ggml::in_place_ops()),
             buffer_sizes: vec![0; backends.len()],
             measured: false,
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),

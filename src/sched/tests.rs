@@ -38,8 +38,14 @@ extern "C" fn wsp_ggml_nbytes(t: *const wsp_ggml_tensor) -> usize {
 }
 
 #[no_mangle]
-extern "C" fn wsp_ggml_op_name(_op: c_int) -> *const c_char {
-    c"op".as_ptr()
+extern "C" fn wsp_ggml_op_name(op: c_int) -> *const c_char {
+    // the names the scheduler looks up (ggml::in_place_ops), at v1.5.0's values
+    match op {
+        OP_ADD => c"ADD".as_ptr(),
+        OP_MUL => c"MUL".as_ptr(),
+        57 => c"UNARY".as_ptr(),
+        _ => c"op".as_ptr(),
+    }
 }
 
 // The CPU backend's interface (which `is_cpu` compares with) links these;
@@ -440,7 +446,7 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     let n3 = w.node(OP_MUL_MAT, 8, &[n2, wa]); // n0's memory is free again: at 0
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
-    let mut g = Galloc::default();
+    let mut g = Galloc::new(crate::ggml::in_place_ops());
     assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
     assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
     assert_eq!(g.max, vec![64]);
@@ -465,7 +471,7 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
     let n1 = w.node(OP_MUL_MAT, 8, &[n0, wa]);
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 48);
-    let mut g = Galloc::default();
+    let mut g = Galloc::new(crate::ggml::in_place_ops());
     assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, true, "test"), Err(TooSmall(b)) if b.get() == 0));
     assert_eq!((data(n0), data(n1)), (0, 0));
     assert!(g.plan(&st.table, &st.order, &arenas, false, false, "test").is_ok());
@@ -486,7 +492,7 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, mut arenas) = compute_buffers(&mut w, 1024);
     arenas[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
-    let mut g = Galloc::default();
+    let mut g = Galloc::new(crate::ggml::in_place_ops());
     assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
     g.apply(&st.table, &arenas);
     let base = arenas[0].base;
@@ -550,7 +556,7 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     let n3 = w.node(OP_MUL_MAT, 4, &[n2, wa]);
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
-    let mut g = Galloc::default();
+    let mut g = Galloc::new(crate::ggml::in_place_ops());
     assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
     g.apply(&st.table, &arenas);
     g.release();

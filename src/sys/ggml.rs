@@ -40,23 +40,27 @@ pub const WSP_GGML_OP_SOFT_MAX: c_int = 38;
 pub const WSP_GGML_OP_ROPE: c_int = 40;
 pub const WSP_GGML_OP_UNARY: c_int = 57;
 
-/// The ops ggml-alloc may compute in place (`ggml_op_can_inplace`).
-pub const WSP_GGML_OPS_IN_PLACE: [c_int; 15] = [
-    WSP_GGML_OP_ADD,
-    WSP_GGML_OP_ADD1,
-    WSP_GGML_OP_SUB,
-    WSP_GGML_OP_MUL,
-    WSP_GGML_OP_DIV,
-    WSP_GGML_OP_SQR,
-    WSP_GGML_OP_SQRT,
-    WSP_GGML_OP_LOG,
-    WSP_GGML_OP_RMS_NORM,
-    WSP_GGML_OP_SCALE,
-    WSP_GGML_OP_DIAG_MASK_INF,
-    WSP_GGML_OP_DIAG_MASK_ZERO,
-    WSP_GGML_OP_SOFT_MAX,
-    WSP_GGML_OP_ROPE,
-    WSP_GGML_OP_UNARY,
+/// The names (ggml.c's `GGML_OP_NAME`) of the ops ggml-alloc may compute
+/// in place, `UNARY` last: their values differ between ggml versions
+/// (whisper.rn rc.4's convolution ops come before `UNARY`, v1.5.0's are
+/// fewer), so the scheduler looks them up in the ggml it is linked with
+/// (`ggml::in_place_ops`).
+pub const WSP_GGML_OPS_IN_PLACE_NAMES: [&str; 15] = [
+    "ADD",
+    "ADD1",
+    "SUB",
+    "MUL",
+    "DIV",
+    "SQR",
+    "SQRT",
+    "LOG",
+    "RMS_NORM",
+    "SCALE",
+    "DIAG_MASK_INF",
+    "DIAG_MASK_ZERO",
+    "SOFT_MAX",
+    "ROPE",
+    "UNARY",
 ];
 
 // On 32-bit ARM, int64_t fields make ggml's tensor and graph structs
