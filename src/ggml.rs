@@ -257,13 +257,14 @@ impl TensorRef {
             (s.backend, s.buffer, s.data)
         };
         // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
-        // graph's tensors during compute. `data + view_offs` stays inside
-        // view_src's allocation (ggml checked it when it made the view).
+        // graph's tensors during compute. `data + view_offs` is computed as C
+        // computes it (wrapping_add): `data` may be a device address, in no
+        // allocation Rust knows of.
         unsafe {
             let t = &mut *self.as_ptr();
             t.backend = backend;
             t.buffer = buffer;
-            t.data = if data.is_null() { data } else { data.cast::<u8>().add(t.view_offs).cast() };
+            t.data = if data.is_null() { data } else { data.cast::<u8>().wrapping_add(t.view_offs).cast() };
         }
     }
     /// Make `self` (a fresh tensor from `wsp_ggml_dup_tensor`) a copy of

@@ -78,33 +78,50 @@ extern "C" fn fake_supports(b: *mut wsp_ggml_backend, op: *const wsp_ggml_tensor
     unsafe { !(*(*b).context.cast::<FakeBackend>()).rejects.contains(&(*op).op) }
 }
 
-/// Boxed so that addresses stay put while the vectors grow (backends,
-/// buffers and tensors point at each other).
+/// Allocated once and held as the raw pointers `Box::into_raw` gave, freed
+/// in `Drop` (backends, buffers and tensors point at each other): a `Box`
+/// moved into a `Vec` or dereferenced again asserts unique access, which
+/// under Stacked Borrows invalidates the pointers the others hold.
 #[derive(Default)]
-#[allow(clippy::vec_box)]
 struct World {
-    contexts: Vec<Box<FakeBackend>>,
-    backends: Vec<Box<wsp_ggml_backend>>,
+    contexts: Vec<*mut FakeBackend>,
+    backends: Vec<*mut wsp_ggml_backend>,
     /// One buffer per backend.
-    buffers: Vec<Box<wsp_ggml_backend_buffer>>,
-    tensors: Vec<Box<wsp_ggml_tensor>>,
+    buffers: Vec<*mut wsp_ggml_backend_buffer>,
+    tensors: Vec<*mut wsp_ggml_tensor>,
     nodes: Vec<*mut wsp_ggml_tensor>,
     leafs: Vec<*mut wsp_ggml_tensor>,
+}
+
+fn leak<T>(v: T) -> *mut T {
+    Box::into_raw(Box::new(v))
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // SAFETY: each pointer came from `leak` and is freed once, here.
+        unsafe {
+            self.tensors.iter().for_each(|&p| drop(Box::from_raw(p)));
+            self.buffers.iter().for_each(|&p| drop(Box::from_raw(p)));
+            self.backends.iter().for_each(|&p| drop(Box::from_raw(p)));
+            self.contexts.iter().for_each(|&p| drop(Box::from_raw(p)));
+        }
+    }
 }
 
 impl World {
     fn with_backends(names: &[&'static core::ffi::CStr]) -> World {
         let mut w = World::default();
         for &name in names {
-            let mut ctx = Box::new(FakeBackend { name, rejects: Vec::new() });
+            let ctx = leak(FakeBackend { name, rejects: Vec::new() });
             // SAFETY: an all-zero interface is all-None function pointers.
             let mut iface: wsp_ggml_backend_i = unsafe { core::mem::zeroed() };
             iface.get_name = Some(fake_name);
             iface.supports_op = Some(fake_supports);
-            let mut b = Box::new(wsp_ggml_backend { iface, context: (&mut *ctx as *mut FakeBackend).cast() });
+            let b = leak(wsp_ggml_backend { iface, context: ctx.cast() });
             // SAFETY: as above.
             let biface: wsp_ggml_backend_buffer_i = unsafe { core::mem::zeroed() };
-            w.buffers.push(Box::new(wsp_ggml_backend_buffer { iface: biface, backend: &mut *b, context: core::ptr::null_mut(), size: 0 }));
+            w.buffers.push(leak(wsp_ggml_backend_buffer { iface: biface, backend: b, context: core::ptr::null_mut(), size: 0 }));
             w.contexts.push(ctx);
             w.backends.push(b);
         }
@@ -112,25 +129,26 @@ impl World {
     }
 
     fn reject(&mut self, backend: usize, op: c_int) {
-        self.contexts[backend].rejects.push(op);
+        // SAFETY: our own context; no reference to it is live.
+        unsafe { (*self.contexts[backend]).rejects.push(op) };
     }
 
     fn refs(&self) -> Vec<BackendRef> {
-        self.backends.iter().map(|b| BackendRef::new(&**b as *const _ as *mut _).unwrap()).collect()
+        self.backends.iter().map(|&b| BackendRef::new(b).unwrap()).collect()
     }
 
     /// A [n] f32 tensor; `on`: in that backend's buffer (with data).
     fn tensor(&mut self, n: i64, on: Option<usize>) -> *mut wsp_ggml_tensor {
-        let mut t = Box::new(zeroed_tensor());
+        let mut t = zeroed_tensor();
         t.n_dims = 1;
         t.ne = [n, 1, 1, 1];
         t.nb = [4, 4 * n as usize, 4 * n as usize, 4 * n as usize];
         if let Some(b) = on {
-            t.buffer = &mut *self.buffers[b];
+            t.buffer = self.buffers[b];
             t.data = 0x1000 as *mut c_void; // never read by the passes
         }
-        let p: *mut wsp_ggml_tensor = &mut *t;
-        self.tensors.push(t);
+        let p = leak(t);
+        self.tensors.push(p);
         p
     }
 
@@ -343,7 +361,7 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         ("a node's op, for a view op", false, |_, t| edit(t[2], |x| x.op = WSP_GGML_OP_VIEW)),
         ("a node's source", false, |_, t| edit(t[3], |x| x.src[1] = t[0])),
         ("a source more", false, |_, t| edit(t[3], |x| x.src[2] = t[0])),
-        ("a leaf's buffer (another backend)", false, |w, t| edit(t[0], |x| x.buffer = &mut *w.buffers[1])),
+        ("a leaf's buffer (another backend)", false, |w, t| edit(t[0], |x| x.buffer = w.buffers[1])),
         ("a leaf's data (none now)", false, |_, t| edit(t[0], |x| x.data = core::ptr::null_mut())),
         ("a node gets data", false, |_, t| edit(t[3], |x| x.data = 0x3000 as *mut c_void)),
         ("a node gets a view source", false, |_, t| edit(t[3], |x| x.view_src = t[2])),
@@ -399,12 +417,12 @@ extern "C" fn fake_base(b: *mut wsp_ggml_backend_buffer) -> *mut c_void {
 #[allow(clippy::vec_box)]
 fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Vec<Arena>) {
     let mut bufs = Vec::new();
-    for (i, b) in w.backends.iter_mut().enumerate() {
+    for (i, &b) in w.backends.iter().enumerate() {
         // SAFETY: an all-zero interface is all-None function pointers.
         let mut iface: wsp_ggml_backend_buffer_i = unsafe { core::mem::zeroed() };
         iface.get_base = Some(fake_base);
         let base = 0x10000 * (i + 1);
-        bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: &mut **b, context: base as *mut c_void, size }));
+        bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: b, context: base as *mut c_void, size }));
     }
     let arenas = bufs
         .iter_mut()
