@@ -191,6 +191,7 @@ impl Planner<'_> {
     /// Whether backend `b` supports tensor `slot`'s op, asked through the
     /// recorder (reuse.rs): every `supports_op` question of the passes goes
     /// through here.
+    #[inline]
     fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
         let t = self.tensor(slot);
         self.st.reuse.supports(self.backends[b], b, t, slot)

@@ -146,6 +146,8 @@ pub(super) struct Galloc {
     pub max: Vec<usize>,
     /// The ops computed in place (`ggml::in_place_ops`).
     in_place: u128,
+    /// The plan being made records what it reads (it may be kept).
+    recording: bool,
     /// What the last plan read: the data and buffer of every tensor of the
     /// table as loaded, in slot order (the buffer as an index into
     /// `buffers`: a graph's tensors live in a few), and its questions in
@@ -183,6 +185,7 @@ impl Galloc {
         self.load(table);
         // (extra ids: the graph changed under the split; such a plan is not kept)
         let mut keep = keep && bounded && self.extras.is_empty();
+        self.recording = keep;
         if keep {
             keep = self.record_loaded(table);
         }
@@ -357,6 +360,7 @@ impl Galloc {
     }
 
     /// Tensor `id`: a table slot, or an extra tensor past the table.
+    #[inline(always)]
     fn tensor(&self, table: &Table, id: u32) -> TensorRef {
         let id = id as usize;
         let p = match table.keys().get(id) {
@@ -448,7 +452,9 @@ impl Galloc {
             );
         }
         let offs = self.tensor(table, id).get().view_offs;
-        self.reads.push(Read::Offs { id, offs });
+        if self.recording {
+            self.reads.push(Read::Offs { id, offs });
+        }
         let s = &mut self.slots[i];
         s.buffer = v.buffer;
         s.data = v.data + offs;
@@ -476,7 +482,9 @@ impl Galloc {
         };
         let t = self.tensor(table, id);
         let inplace = can_inplace(self.in_place, t.get().op);
-        self.reads.push(Read::InPlace { id, yes: inplace });
+        if self.recording {
+            self.reads.push(Read::InPlace { id, yes: inplace });
+        }
         let mut keep = true;
         if inplace {
             let own;
@@ -495,7 +503,9 @@ impl Galloc {
                     continue;
                 }
                 let same = t.same_layout(self.tensor(table, p));
-                self.reads.push(Read::Layout { id, other: p, yes: same });
+                if self.recording {
+                    self.reads.push(Read::Layout { id, other: p, yes: same });
+                }
                 if !same {
                     continue;
                 }
@@ -513,7 +523,9 @@ impl Galloc {
             }
         }
         let bytes = arena.buffer.alloc_size(t);
-        self.reads.push(Read::Size { id, b, bytes });
+        if self.recording {
+            self.reads.push(Read::Size { id, b, bytes });
+        }
         let size = padded(bytes, arena.align);
         let offset = self.models[b].alloc(size).ok_or(b)?;
         let s = &mut self.slots[i];
@@ -533,7 +545,9 @@ impl Galloc {
             return;
         }
         let bytes = arena.buffer.alloc_size(self.tensor(table, id));
-        self.reads.push(Read::Size { id, b, bytes });
+        if self.recording {
+            self.reads.push(Read::Size { id, b, bytes });
+        }
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[b].free(offset, size).is_none() {

@@ -92,6 +92,7 @@ impl Record {
 
     /// Whether backend `b` (`backend`) supports `t` (registered in `slot`),
     /// recorded. Our CPU backend supports every op and is not asked.
+    #[inline]
     pub fn supports(&mut self, backend: BackendRef, b: BackendIdx, t: TensorRef, slot: u32) -> bool {
         if crate::cpu::is_cpu(backend) {
             return true;
