@@ -152,13 +152,22 @@ fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
 }
 
 pub fn is_cpu(backend: BackendRef) -> bool {
-    fn_addr(backend.iface().get_name) == fn_addr(cpu_backend_iface().get_name)
+    // (only the one slot, read as above: the scheduler asks this for every
+    // supports_op question, and a volatile copy of the whole table costs a
+    // load and a store per slot)
+    // SAFETY: reading one field of a plain-data static.
+    let cpu = unsafe { ptr::read_volatile(ptr::addr_of!(CPU_BACKEND_I.get_name)) };
+    fn_addr(backend.iface().get_name) == fn_addr(cpu)
 }
 
 /// Buffers made by the CPU backend (owned or over caller memory).
 pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
     let base = fn_addr(buffer.iface().get_base);
-    base == fn_addr(cpu_buffer_iface(false).get_base) || base == fn_addr(cpu_buffer_iface(true).get_base)
+    // SAFETY: reading one field of each plain-data static (see is_cpu).
+    let (own, from_ptr) = unsafe {
+        (ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_I.get_base)), ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_FROM_PTR_I.get_base)))
+    };
+    base == fn_addr(own) || base == fn_addr(from_ptr)
 }
 
 /// The CPU context of `backend`, aborting (naming `func`) if it is not a CPU backend.

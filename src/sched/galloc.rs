@@ -144,8 +144,8 @@ pub(super) struct Galloc {
     models: Vec<Model>,
     /// How far into each buffer the plan went (ggml-alloc's `max_size`).
     pub max: Vec<usize>,
-    /// The ops computed in place (`ggml::in_place_ops`).
-    in_place: u128,
+    /// The ops computed in place (`ggml::in_place_ops`, low word first).
+    in_place: [u64; 2],
     /// The plan being made records what it reads (it may be kept).
     recording: bool,
     /// What the last plan read: the data and buffer of every tensor of the
@@ -170,7 +170,7 @@ impl Galloc {
     /// An allocation that computes the ops of `in_place` in place
     /// (`ggml::in_place_ops`).
     pub fn new(in_place: u128) -> Galloc {
-        Galloc { in_place, ..Galloc::default() }
+        Galloc { in_place: [in_place as u64, (in_place >> 64) as u64], ..Galloc::default() }
     }
 
     /// Plan the allocation of `order` in `arenas` (their real ends if
@@ -576,8 +576,10 @@ impl<T> Trim for Vec<T> {
     }
 }
 
+/// `ggml_op_can_inplace` for the ops in `set` (`ggml::in_place_ops`, as two
+/// words: a u128 shift costs several instructions on every allocation).
 #[inline]
-/// `ggml_op_can_inplace` for the ops in `set` (`ggml::in_place_ops`).
-fn can_inplace(set: u128, op: core::ffi::c_int) -> bool {
-    (op as u32) < 128 && set >> op & 1 != 0
+fn can_inplace(set: [u64; 2], op: core::ffi::c_int) -> bool {
+    let op = op as u32;
+    op < 128 && set[(op >> 6) as usize] >> (op & 63) & 1 != 0
 }
