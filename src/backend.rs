@@ -33,12 +33,15 @@ macro_rules! slot {
 // validity is the C API's contract, stated once at the FFI layer.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
 impl BackendRef {
-    pub fn new(p: wsp_ggml_backend_t) -> Option<Self> {
+    /// The handle on `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or points to a live `wsp_ggml_backend` (its interface as
+    /// ggml-backend-impl.h describes) that stays live, and is not freed, for
+    /// as long as the handle or any copy of it is used (any method but
+    /// `as_ptr`, comparison and hashing; `free` ends its life).
+    pub unsafe fn new(p: wsp_ggml_backend_t) -> Option<Self> {
         NonNull::new(p).map(BackendRef)
-    }
-    /// Like [`BackendRef::new`] but aborts naming `func` and `arg` on NULL.
-    pub fn arg(p: wsp_ggml_backend_t, func: &str, arg: &str) -> Self {
-        Self::new(p).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
     }
     pub fn as_ptr(self) -> wsp_ggml_backend_t {
         self.0.as_ptr()
@@ -127,7 +130,7 @@ impl BackendRef {
 
 /// The backend of the buffer a tensor lives in (`wsp_ggml_get_backend`).
 pub fn tensor_backend(t: TensorRef) -> Option<BackendRef> {
-    BufferRef::new(t.buffer()).and_then(BufferRef::backend)
+    BufferRef::of_tensor(t).and_then(BufferRef::backend)
 }
 
 /// [`tensor_backend`], or abort naming `func` and the argument `arg`.

@@ -34,12 +34,21 @@ pub fn buffer_init(
 pub struct BufferRef(NonNull<wsp_ggml_backend_buffer>);
 
 impl BufferRef {
-    pub fn new(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
+    /// The handle on `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or points to a live `wsp_ggml_backend_buffer` (its
+    /// interface as ggml-backend-impl.h describes) that stays live, and is
+    /// not freed, for as long as the handle or any copy of it is used (any
+    /// method but `as_ptr` and comparison; `free` ends its life).
+    pub unsafe fn new(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
         NonNull::new(p).map(BufferRef)
     }
-    /// Like [`BufferRef::new`] but aborts naming `func` and the argument on NULL.
-    pub fn arg(p: wsp_ggml_backend_buffer_t, func: &str) -> Self {
-        Self::new(p).unwrap_or_else(|| fatal(func, "argument 'buffer' is NULL"))
+    /// The buffer `t` is in, if any.
+    pub fn of_tensor(t: TensorRef) -> Option<Self> {
+        // SAFETY: a live tensor's buffer is NULL or a live buffer, live as
+        // long as the tensor is in it (ggml-backend's contract).
+        unsafe { Self::new(t.buffer()) }
     }
     pub fn as_ptr(self) -> wsp_ggml_backend_buffer_t {
         self.0.as_ptr()
@@ -52,7 +61,9 @@ impl BufferRef {
         self.get().iface
     }
     pub fn backend(self) -> Option<BackendRef> {
-        BackendRef::new(self.get().backend)
+        // SAFETY: a live buffer's backend is NULL or a live backend, which
+        // outlives its buffers (ggml-backend's contract).
+        unsafe { BackendRef::new(self.get().backend) }
     }
     pub fn size(self) -> usize {
         self.get().size

@@ -10,7 +10,8 @@ use crate::backend::{
 };
 use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{check, fatal, guard};
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, TensorRef};
+use crate::ffi::FromC;
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, GraphRef, TensorRef};
 
 /// Alignment of CPU buffers and of tensors in them (enough for AVX-512).
 pub const TENSOR_ALIGNMENT: usize = 64;
@@ -142,7 +143,8 @@ pub fn cpu_init() -> BackendRef {
         computing: false,
     });
     let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
-    BackendRef::new(Box::into_raw(backend)).expect("Box is never NULL")
+    // SAFETY: our own heap backend, freed only by its `free` (cpu_free).
+    unsafe { BackendRef::new(Box::into_raw(backend)) }.expect("Box is never NULL")
 }
 
 fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
@@ -200,10 +202,6 @@ pub fn buffer_from_ptr(backend: wsp_ggml_backend_t, data: *mut c_void, size: usi
     buffer_init(backend, cpu_buffer_iface(true), data, size)
 }
 
-fn tensor_arg(t: *const wsp_ggml_tensor, func: &str) -> TensorRef {
-    TensorRef::new(t.cast_mut()).unwrap_or_else(|| fatal(func, "argument 'tensor' is NULL"))
-}
-
 /// Checks shared by set and get: bounds (overflow-safe) and allocation.
 fn check_io(t: TensorRef, data: *const c_void, offset: usize, size: usize, func: &str) {
     let nbytes = t.nbytes();
@@ -221,9 +219,12 @@ unsafe extern "C" fn cpu_get_name(_backend: wsp_ggml_backend_t) -> *const c_char
 unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_free";
     guard(func, || {
-        let _ = cpu_context(BackendRef::arg(backend, func, "backend"), func); // not while computing
-                                                                              // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
-                                                                              // are the Boxes made in cpu_init; each is released once here.
+        // SAFETY: the backend this callback was called on: live for the call.
+        let handle = unsafe { BackendRef::from_c(backend, func, "backend") };
+        // not while computing (cpu_context aborts then)
+        let _ = cpu_context(handle, func);
+        // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
+        // are the Boxes made in cpu_init; each is released once here.
         unsafe {
             drop(Box::from_raw((*backend).context.cast::<CpuContext>()));
             drop(Box::from_raw(backend));
@@ -232,12 +233,16 @@ unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
 }
 
 unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
-    guard("wsp_ggml_backend_buffer_get_base", || BufferRef::arg(buffer, "wsp_ggml_backend_buffer_get_base").context())
+    let func = "wsp_ggml_backend_buffer_get_base";
+    // SAFETY: the buffer this callback was called on: live for the call.
+    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
 }
 
 unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
-    guard("wsp_ggml_backend_buffer_free", || {
-        let data = BufferRef::arg(buffer, "wsp_ggml_backend_buffer_free").context();
+    let func = "wsp_ggml_backend_buffer_free";
+    guard(func, || {
+        // SAFETY: the buffer this callback was called on: live for the call.
+        let data = unsafe { BufferRef::from_c(buffer, func, "buffer") }.context();
         // SAFETY: CPU_BUFFER_I buffers own a posix_memalign allocation (cpu_alloc_buffer).
         unsafe { libc::free(data) }
     })
@@ -267,7 +272,8 @@ unsafe extern "C" fn cpu_set_tensor_async(
 ) {
     let func = "wsp_ggml_backend_tensor_set";
     guard(func, || {
-        let t = tensor_arg(tensor, func);
+        // SAFETY: the caller's tensor: live for the call (C contract).
+        let t = unsafe { TensorRef::from_c(tensor, func, "tensor") };
         if size == 0 {
             return;
         }
@@ -287,7 +293,8 @@ unsafe extern "C" fn cpu_get_tensor_async(
 ) {
     let func = "wsp_ggml_backend_tensor_get";
     guard(func, || {
-        let t = tensor_arg(tensor, func);
+        // SAFETY: the caller's tensor: live for the call (C contract).
+        let t = unsafe { TensorRef::from_c(tensor, func, "tensor") };
         if size == 0 {
             return;
         }
@@ -302,7 +309,8 @@ unsafe extern "C" fn cpu_synchronize(_backend: wsp_ggml_backend_t) {}
 unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
     guard(func, || {
-        let (src, dst) = (tensor_arg(src, func), tensor_arg(dst, func));
+        // SAFETY: the caller's tensors: live for the call (C contract).
+        let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
         tensor_get(src, dst.data(), 0, src.nbytes());
     })
 }
@@ -310,7 +318,8 @@ unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut
 unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
     guard(func, || {
-        let (src, dst) = (tensor_arg(src, func), tensor_arg(dst, func));
+        // SAFETY: the caller's tensors: live for the call (C contract).
+        let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
         tensor_set(dst, src.data(), 0, src.nbytes());
     })
 }
@@ -326,8 +335,10 @@ fn plan_for(ctx: &CpuContext, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_cplan {
 unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
     let func = "wsp_ggml_backend_graph_plan_create";
     guard(func, || {
-        let ctx = cpu_context(BackendRef::arg(backend, func, "backend"), func);
-        let graph = ggml::GraphRef::new(cgraph).unwrap_or_else(|| fatal(func, "argument 'cgraph' is NULL"));
+        // SAFETY: the backend this callback was called on: live for the call.
+        let ctx = cpu_context(unsafe { BackendRef::from_c(backend, func, "backend") }, func);
+        // SAFETY: the caller's graph: live for the call (C contract).
+        let graph = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
         let mut cplan = plan_for(ctx, graph.as_ptr());
         let work = if cplan.work_size > 0 { AlignedBuf::new(cplan.work_size, func) } else { AlignedBuf::empty() };
         cplan.work_data = work.as_ptr();
@@ -360,8 +371,9 @@ unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: 
 unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
     guard(func, || {
-        let backend = BackendRef::arg(backend, func, "backend");
-        let graph = ggml::GraphRef::new(cgraph).unwrap_or_else(|| fatal(func, "argument 'cgraph' is NULL"));
+        // SAFETY: the backend this callback was called on and the caller's
+        // graph: live for the call (C contract).
+        let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(cgraph, func, "cgraph")) };
         let mut cplan = {
             let ctx = cpu_context(backend, func);
             let mut cplan = plan_for(ctx, graph.as_ptr());

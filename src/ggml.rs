@@ -91,7 +91,8 @@ pub(crate) fn read_tallocr(talloc: wsp_ggml_tallocr_t) -> Result<Vec<(usize, usi
     // SAFETY: a live allocator; the public calls only read it.
     let (buffer, measure, max_size) =
         unsafe { (wsp_ggml_tallocr_get_buffer(talloc), wsp_ggml_tallocr_is_measure(talloc), wsp_ggml_tallocr_max_size(talloc)) };
-    let buffer = crate::buffer::BufferRef::new(buffer).ok_or(TallocrMismatch::Allocator)?;
+    // SAFETY: an allocator's buffer is NULL or live as long as the allocator.
+    let buffer = unsafe { crate::buffer::BufferRef::new(buffer) }.ok_or(TallocrMismatch::Allocator)?;
     // SAFETY: `talloc` is ggml-alloc's allocator struct, live for this call
     // and not written meanwhile (the scheduler's caller does not allocate
     // during its calls); whichever ggml-alloc made it, its struct starts
@@ -193,7 +194,14 @@ unsafe fn read_tallocr_head(
 pub struct TensorRef(NonNull<wsp_ggml_tensor>);
 
 impl TensorRef {
-    pub fn new(ptr: *mut wsp_ggml_tensor) -> Option<Self> {
+    /// The handle on `ptr`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or points to a live `wsp_ggml_tensor` that stays live,
+    /// and is not mutated concurrently, for as long as the handle or any copy
+    /// of it is dereferenced (any accessor but `as_ptr`; comparing and
+    /// hashing handles only compares addresses).
+    pub unsafe fn new(ptr: *mut wsp_ggml_tensor) -> Option<Self> {
         NonNull::new(ptr).map(TensorRef)
     }
     pub fn as_ptr(self) -> *mut wsp_ggml_tensor {
@@ -216,7 +224,9 @@ impl TensorRef {
         self.get().data
     }
     pub fn view_src(self) -> Option<TensorRef> {
-        TensorRef::new(self.get().view_src)
+        // SAFETY: the view source of a live tensor is NULL or a live tensor,
+        // live as long as its view (ggml's contract).
+        unsafe { TensorRef::new(self.get().view_src) }
     }
     pub fn view_offs(self) -> usize {
         self.get().view_offs
@@ -224,7 +234,9 @@ impl TensorRef {
     /// Sources in order, stopping at the first NULL as ggml does.
     pub fn srcs(self) -> impl Iterator<Item = (usize, TensorRef)> {
         let src = self.get().src;
-        src.into_iter().map_while(TensorRef::new).enumerate()
+        // SAFETY: the sources of a live tensor are NULL or live tensors, live
+        // as long as the tensor (ggml's contract).
+        src.into_iter().map_while(|p| unsafe { TensorRef::new(p) }).enumerate()
     }
     pub fn set_src(self, j: usize, t: TensorRef) {
         // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.
@@ -374,12 +386,21 @@ pub fn op_name(op: c_int) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// A graph handed to us by C (same contract as [`TensorRef`]).
+/// A graph handed to us by C (same contract as [`TensorRef`]): its node
+/// and leaf arrays hold `n_nodes` and `n_leafs` entries, each NULL or a live
+/// tensor, for as long as the graph is.
 #[derive(Clone, Copy)]
 pub struct GraphRef(NonNull<wsp_ggml_cgraph>);
 
 impl GraphRef {
-    pub fn new(ptr: *mut wsp_ggml_cgraph) -> Option<Self> {
+    /// The handle on `ptr`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or points to a live `wsp_ggml_cgraph` whose `nodes` and
+    /// `leafs` arrays (when not NULL) hold `n_nodes` and `n_leafs` entries,
+    /// each NULL or a live tensor; all of it stays live, and is not mutated
+    /// concurrently, for as long as the handle or any copy of it is used.
+    pub unsafe fn new(ptr: *mut wsp_ggml_cgraph) -> Option<Self> {
         NonNull::new(ptr).map(GraphRef)
     }
     fn get(&self) -> &wsp_ggml_cgraph {
@@ -393,8 +414,22 @@ impl GraphRef {
         // SAFETY: ggml graphs hold `n` valid entries at `ptr`, alive while the graph is.
         unsafe { core::slice::from_raw_parts(ptr, n as usize) }
     }
+    /// A node or leaf entry as a handle (`None`: a NULL entry).
+    fn entry(&self, p: *mut wsp_ggml_tensor) -> Option<TensorRef> {
+        // SAFETY: GraphRef invariant: each node and leaf entry is NULL or a
+        // live tensor, live as long as the graph.
+        unsafe { TensorRef::new(p) }
+    }
     pub fn nodes(&self) -> impl Iterator<Item = TensorRef> + '_ {
-        self.list(self.get().nodes, self.get().n_nodes).iter().filter_map(|&p| TensorRef::new(p))
+        self.node_entries().flatten()
+    }
+    /// The nodes as stored, as handles (`None`: a NULL entry).
+    pub fn node_entries(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
+        self.node_ptrs().iter().map(|&p| self.entry(p))
+    }
+    /// The leafs as stored, as handles (`None`: a NULL entry).
+    pub fn leaf_entries(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
+        self.leaf_ptrs().iter().map(|&p| self.entry(p))
     }
     /// The node pointers as stored (NULL entries included).
     pub fn node_ptrs(&self) -> &[*mut wsp_ggml_tensor] {
@@ -412,7 +447,7 @@ impl GraphRef {
     }
     pub fn node(&self, i: usize) -> TensorRef {
         let p = self.list(self.get().nodes, self.get().n_nodes)[i];
-        TensorRef::new(p).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL")))
+        self.entry(p).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL")))
     }
     pub fn nodes_ptr(&self) -> *mut *mut wsp_ggml_tensor {
         self.get().nodes

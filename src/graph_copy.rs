@@ -69,8 +69,10 @@ impl Copier {
         let allocated = !src.data().is_null() && src.view_src().is_none();
         let ctx = if allocated { self.ctx_allocated } else { self.ctx_unallocated };
         // SAFETY: a live tensor duplicated into our own no_alloc context.
-        let dst = TensorRef::new(unsafe { ggml::wsp_ggml_dup_tensor(ctx, src.as_ptr()) })
-            .unwrap_or_else(|| fatal("wsp_ggml_backend_graph_copy", "out of context memory"));
+        let dst = unsafe { ggml::wsp_ggml_dup_tensor(ctx, src.as_ptr()) };
+        // SAFETY: NULL or a tensor of our own context, freed only with the
+        // copy (graph_copy_free).
+        let dst = unsafe { TensorRef::new(dst) }.unwrap_or_else(|| fatal("wsp_ggml_backend_graph_copy", "out of context memory"));
         dst.copy_meta_from(src);
         if let Some(vs) = src.view_src() {
             let vs_copy = self.dup(vs);
@@ -102,7 +104,7 @@ impl Copier {
             self.init(vs);
             let vs_copy = dst.view_src().expect("copied views keep their source");
             dst.init_view_from_src(vs_copy);
-            if let Some(b) = BufferRef::new(dst.buffer()) {
+            if let Some(b) = BufferRef::of_tensor(dst) {
                 b.init_tensor(dst);
             }
         } else if !src.data().is_null() {
@@ -175,7 +177,9 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_grap
 }
 
 pub fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
-    if let Some(b) = BufferRef::new(copy.buffer) {
+    // SAFETY: NULL or the buffer graph_copy made for this copy, not freed
+    // yet (the caller's contract: each copy is freed once).
+    if let Some(b) = unsafe { BufferRef::new(copy.buffer) } {
         b.free();
     }
     // SAFETY: contexts made by graph_copy (NULL is accepted by nobody: checked).
@@ -210,7 +214,9 @@ pub fn compare_graph_backend(
 ) {
     let func = "wsp_ggml_backend_compare_graph_backend";
     let copy = graph_copy(backend2, graph);
-    let g2 = GraphRef::new(copy.graph).expect("graph_copy returns a graph");
+    // SAFETY: the graph graph_copy just made, of tensors of its own
+    // contexts; all live until graph_copy_free below.
+    let g2 = unsafe { GraphRef::new(copy.graph) }.expect("graph_copy returns a graph");
     for i in 0..graph.n_nodes() {
         let (t1, t2) = (graph.node(i), g2.node(i));
         check(t1.op() == t2.op() && t1.same_layout(t2), func, || format!("node {i} differs in the copy"));

@@ -17,7 +17,9 @@
 //! - `platform`: what the library takes from libc (stderr, abort, getenv,
 //!   clock) and, without std, its allocator and panic handler;
 //! - `prelude`: `alloc`'s types under the names std's prelude gives them;
-//! - `ffi`: the exported `extern "C"` functions, thin and boring.
+//! - `ffi`: the exported `extern "C"` functions, thin and boring; the C
+//!   pointers they are given become handles through one trait, `ffi::FromC`
+//!   (making a handle from a raw pointer is `unsafe` everywhere).
 //!
 //! Only `ffi` is public: everything the library offers is its C API; the
 //! other modules are private, so that the dead-code lint sees all of them.

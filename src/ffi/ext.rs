@@ -8,10 +8,10 @@ use crate::prelude::*;
 
 use core::ffi::{c_int, c_void};
 
-use super::{graph, tensor, wsp_ggml_backend_sched_t};
+use super::{wsp_ggml_backend_sched_t, FromC};
 use crate::backend::{wsp_ggml_backend_t, BackendRef};
 use crate::fatal::{fatal, guard};
-use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor};
+use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
 use crate::sched::Sched;
 
@@ -111,7 +111,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 ) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_tensor_backend";
     guard(func, || {
-        let node = tensor(node, func, "node");
+        // SAFETY: `node` is live for the call (# Safety above).
+        let node = unsafe { TensorRef::from_c(node, func, "node") };
         super::sched(sched, func).with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
@@ -124,7 +125,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_sched_get_buffer_size";
     guard(func, || {
-        let backend = BackendRef::arg(backend, func, "backend");
+        // SAFETY: `backend` is live for the call (# Safety above).
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         super::sched(sched, func).with_ref(func, |s| s.buffer_size(backend, func))
     })
 }
@@ -148,7 +150,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sc
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_reserve";
     guard(func, || {
-        let graph = self::graph(graph, func, "graph");
+        // SAFETY: `graph` is live for the call (# Safety above).
+        let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         super::sched(sched, func).with_mut(func, |s| s.reserve(graph))
     })
 }
@@ -200,7 +203,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let backend = BackendRef::arg(backend, func, "backend");
+        // SAFETY: `backend` is live for the call (# Safety above).
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         let Some(st) = super::sched(sched, func).with_ref(func, |s| s.backend_stats(backend)) else { return false };
         let out = wsp_ggml_backend_sched_backend_stats {
             n_splits: st.n_splits as c_int,
@@ -227,7 +231,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
     abort_callback_data: *mut c_void,
 ) {
     let func = "wsp_ggml_backend_cpu_set_abort_callback";
-    guard(func, || crate::cpu::set_abort_callback(BackendRef::arg(backend_cpu, func, "backend_cpu"), abort_callback, abort_callback_data))
+    guard(func, || {
+        // SAFETY: `backend_cpu` is live for the call (# Safety above).
+        let backend_cpu = unsafe { BackendRef::from_c(backend_cpu, func, "backend_cpu") };
+        crate::cpu::set_abort_callback(backend_cpu, abort_callback, abort_callback_data)
+    })
 }
 
 /// Copy an allocated graph to `backend` (data of allocated tensors copied,
@@ -241,7 +249,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
     graph: *mut wsp_ggml_cgraph,
 ) -> wsp_ggml_backend_graph_copy {
     let func = "wsp_ggml_backend_graph_copy";
-    guard(func, || graph_copy::graph_copy(BackendRef::arg(backend, func, "backend"), self::graph(graph, func, "graph")))
+    guard(func, || {
+        // SAFETY: `backend` and `graph` are live for the call (# Safety above).
+        let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(graph, func, "graph")) };
+        graph_copy::graph_copy(backend, graph)
+    })
 }
 
 /// # Safety
@@ -266,9 +278,12 @@ pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
 ) {
     let func = "wsp_ggml_backend_compare_graph_backend";
     guard(func, || {
-        let b1 = BackendRef::arg(backend1, func, "backend1");
-        let b2 = BackendRef::arg(backend2, func, "backend2");
-        let g = self::graph(graph, func, "graph");
+        // SAFETY: `backend1` is live for the call (# Safety above).
+        let b1 = unsafe { BackendRef::from_c(backend1, func, "backend1") };
+        // SAFETY: `backend2` is live for the call (# Safety above).
+        let b2 = unsafe { BackendRef::from_c(backend2, func, "backend2") };
+        // SAFETY: `graph` is live for the call (# Safety above).
+        let g = unsafe { GraphRef::from_c(graph, func, "graph") };
         let cb = callback.unwrap_or_else(|| fatal(func, "argument 'callback' is NULL"));
         graph_copy::compare_graph_backend(b1, b2, g, cb, user_data)
     })

@@ -30,13 +30,44 @@ pub struct wsp_ggml_backend_sched {
 }
 pub type wsp_ggml_backend_sched_t = *mut wsp_ggml_backend_sched;
 
-fn tensor(t: *const wsp_ggml_tensor, func: &str, arg: &str) -> TensorRef {
-    TensorRef::new(t.cast_mut()).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
+/// A handle made from a pointer C passed to one of our entry points (the
+/// exports here and the CPU backend's interface callbacks): the one place
+/// where C's pointers become the core's handles.
+pub(crate) trait FromC: Sized {
+    /// The C struct the pointer points to.
+    type C;
+
+    /// The handle on `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or points to a live `Self::C` as the handle's `new`
+    /// requires, for the rest of the call that received it (the C contract
+    /// of every entry point).
+    unsafe fn from_c_opt(p: *const Self::C) -> Option<Self>;
+
+    /// The handle on `p`, or abort with "`func`: argument '`arg`' is NULL".
+    ///
+    /// # Safety
+    /// As [`FromC::from_c_opt`].
+    unsafe fn from_c(p: *const Self::C, func: &str, arg: &str) -> Self {
+        // SAFETY: the caller's contract.
+        unsafe { Self::from_c_opt(p) }.unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
+    }
 }
 
-fn graph(g: *mut wsp_ggml_cgraph, func: &str, arg: &str) -> GraphRef {
-    GraphRef::new(g).unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
+macro_rules! from_c {
+    ($($handle:ty => $c:ty),* $(,)?) => {$(
+        impl FromC for $handle {
+            type C = $c;
+            unsafe fn from_c_opt(p: *const $c) -> Option<Self> {
+                // SAFETY: the caller's contract is the handle's.
+                unsafe { <$handle>::new(p.cast_mut()) }
+            }
+        }
+    )*};
 }
+
+from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef => wsp_ggml_backend, BufferRef => buf::wsp_ggml_backend_buffer);
 
 /// The scheduler behind a handle (every borrow of it goes through the
 /// cell, which aborts on a call from inside one of its callbacks that would
@@ -60,7 +91,8 @@ fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a SchedCell {
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_buffer_t) {
     guard("wsp_ggml_backend_buffer_free", || {
-        if let Some(b) = BufferRef::new(buffer) {
+        // SAFETY: `buffer` is NULL or live for the call (# Safety above).
+        if let Some(b) = unsafe { BufferRef::from_c_opt(buffer) } {
             b.free()
         }
     })
@@ -71,7 +103,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_b
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alignment(buffer: wsp_ggml_backend_buffer_t) -> usize {
     let func = "wsp_ggml_backend_buffer_get_alignment";
-    guard(func, || BufferRef::arg(buffer, func).alignment())
+    // SAFETY: `buffer` is live for the call (# Safety above).
+    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.alignment())
 }
 
 /// # Safety
@@ -79,7 +112,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alignment(buffer: wsp_ggml_
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
     let func = "wsp_ggml_backend_buffer_get_base";
-    guard(func, || BufferRef::arg(buffer, func).base())
+    // SAFETY: `buffer` is live for the call (# Safety above).
+    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.base())
 }
 
 /// # Safety
@@ -87,7 +121,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_base(buffer: wsp_ggml_backe
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_size(buffer: wsp_ggml_backend_buffer_t) -> usize {
     let func = "wsp_ggml_backend_buffer_get_size";
-    guard(func, || BufferRef::arg(buffer, func).size())
+    // SAFETY: `buffer` is live for the call (# Safety above).
+    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.size())
 }
 
 /// # Safety
@@ -95,7 +130,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_size(buffer: wsp_ggml_backe
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) -> usize {
     let func = "wsp_ggml_backend_buffer_get_alloc_size";
-    guard(func, || BufferRef::arg(buffer, func).alloc_size(self::tensor(tensor, func, "tensor")))
+    guard(func, || {
+        // SAFETY: `buffer` and `tensor` are live for the call (# Safety above).
+        let (buffer, tensor) = unsafe { (BufferRef::from_c(buffer, func, "buffer"), TensorRef::from_c(tensor, func, "tensor")) };
+        buffer.alloc_size(tensor)
+    })
 }
 
 /// # Safety
@@ -103,7 +142,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_get_alloc_size(buffer: wsp_ggml
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_init_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_buffer_init_tensor";
-    guard(func, || BufferRef::arg(buffer, func).init_tensor(self::tensor(tensor, func, "tensor")))
+    guard(func, || {
+        // SAFETY: `buffer` and `tensor` are live for the call (# Safety above).
+        let (buffer, tensor) = unsafe { (BufferRef::from_c(buffer, func, "buffer"), TensorRef::from_c(tensor, func, "tensor")) };
+        buffer.init_tensor(tensor)
+    })
 }
 
 /// # Safety
@@ -111,7 +154,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_init_tensor(buffer: wsp_ggml_ba
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_backend_buffer_t, tensor: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_buffer_free_tensor";
-    guard(func, || BufferRef::arg(buffer, func).free_tensor(self::tensor(tensor, func, "tensor")))
+    guard(func, || {
+        // SAFETY: `buffer` and `tensor` are live for the call (# Safety above).
+        let (buffer, tensor) = unsafe { (BufferRef::from_c(buffer, func, "buffer"), TensorRef::from_c(tensor, func, "tensor")) };
+        buffer.free_tensor(tensor)
+    })
 }
 
 //
@@ -123,14 +170,19 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free_tensor(buffer: wsp_ggml_ba
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_get_backend(tensor: *const wsp_ggml_tensor) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_get_backend";
-    guard(func, || backend::tensor_backend(self::tensor(tensor, func, "tensor")).map_or(core::ptr::null_mut(), BackendRef::as_ptr))
+    guard(func, || {
+        // SAFETY: `tensor` is live for the call (# Safety above).
+        let tensor = unsafe { TensorRef::from_c(tensor, func, "tensor") };
+        backend::tensor_backend(tensor).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+    })
 }
 
 /// # Safety
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *const c_char {
-    guard("wsp_ggml_backend_name", || match BackendRef::new(backend) {
+    // SAFETY: `backend` is NULL or live for the call (# Safety above).
+    guard("wsp_ggml_backend_name", || match unsafe { BackendRef::from_c_opt(backend) } {
         Some(b) => b.name(),
         None => c"NULL".as_ptr(),
     })
@@ -141,7 +193,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     guard("wsp_ggml_backend_free", || {
-        if let Some(b) = BackendRef::new(backend) {
+        // SAFETY: `backend` is NULL or live for the call (# Safety above).
+        if let Some(b) = unsafe { BackendRef::from_c_opt(backend) } {
             b.free()
         }
     })
@@ -152,7 +205,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_alloc_buffer";
-    guard(func, || BackendRef::arg(backend, func, "backend").alloc_buffer(size))
+    // SAFETY: `backend` is live for the call (# Safety above).
+    guard(func, || unsafe { BackendRef::from_c(backend, func, "backend") }.alloc_buffer(size))
 }
 
 /// # Safety
@@ -160,7 +214,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_alloc_buffer(backend: wsp_ggml_backend
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backend_t) -> usize {
     let func = "wsp_ggml_backend_get_alignment";
-    guard(func, || BackendRef::arg(backend, func, "backend").alignment())
+    // SAFETY: `backend` is live for the call (# Safety above).
+    guard(func, || unsafe { BackendRef::from_c(backend, func, "backend") }.alignment())
 }
 
 /// # Safety
@@ -168,7 +223,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backen
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set_async";
-    guard(func, || backend::tensor_set_async(self::tensor(tensor, func, "tensor"), data, offset, size))
+    // SAFETY: `tensor` is live for the call (# Safety above).
+    guard(func, || backend::tensor_set_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -176,7 +232,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get_async";
-    guard(func, || backend::tensor_get_async(self::tensor(tensor, func, "tensor"), data, offset, size))
+    // SAFETY: `tensor` is live for the call (# Safety above).
+    guard(func, || backend::tensor_get_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -184,7 +241,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_gg
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set";
-    guard(func, || backend::tensor_set(self::tensor(tensor, func, "tensor"), data, offset, size))
+    // SAFETY: `tensor` is live for the call (# Safety above).
+    guard(func, || backend::tensor_set(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -192,7 +250,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tenso
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get";
-    guard(func, || backend::tensor_get(self::tensor(tensor, func, "tensor"), data, offset, size))
+    // SAFETY: `tensor` is live for the call (# Safety above).
+    guard(func, || backend::tensor_get(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -200,7 +259,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_ten
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_synchronize(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_synchronize";
-    guard(func, || BackendRef::arg(backend, func, "backend").synchronize())
+    // SAFETY: `backend` is live for the call (# Safety above).
+    guard(func, || unsafe { BackendRef::from_c(backend, func, "backend") }.synchronize())
 }
 
 /// # Safety
@@ -212,8 +272,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
 ) -> wsp_ggml_backend_graph_plan_t {
     let func = "wsp_ggml_backend_graph_plan_create";
     guard(func, || {
-        let g = graph(cgraph, func, "cgraph");
-        BackendRef::arg(backend, func, "backend").graph_plan_create(g.as_ptr())
+        // SAFETY: `cgraph` is live for the call (# Safety above).
+        let g = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
+        // SAFETY: `backend` is live for the call (# Safety above).
+        unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_create(g.as_ptr())
     })
 }
 
@@ -222,7 +284,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_free(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_free";
-    guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_free(plan))
+    // SAFETY: `backend` is live for the call (# Safety above).
+    guard(func, || unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_free(plan))
 }
 
 /// # Safety
@@ -230,7 +293,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_free(backend: wsp_ggml_back
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_compute(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_compute";
-    guard(func, || BackendRef::arg(backend, func, "backend").graph_plan_compute(plan))
+    // SAFETY: `backend` is live for the call (# Safety above).
+    guard(func, || unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_compute(plan))
 }
 
 /// # Safety
@@ -239,8 +303,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_compute(backend: wsp_ggml_b
 pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
     guard(func, || {
-        let g = graph(cgraph, func, "cgraph");
-        BackendRef::arg(backend, func, "backend").graph_compute(g.as_ptr())
+        // SAFETY: `cgraph` is live for the call (# Safety above).
+        let g = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
+        // SAFETY: `backend` is live for the call (# Safety above).
+        unsafe { BackendRef::from_c(backend, func, "backend") }.graph_compute(g.as_ptr())
     })
 }
 
@@ -249,7 +315,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backen
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_supports_op(backend: wsp_ggml_backend_t, op: *const wsp_ggml_tensor) -> bool {
     let func = "wsp_ggml_backend_supports_op";
-    guard(func, || BackendRef::arg(backend, func, "backend").supports_op(tensor(op, func, "op")))
+    guard(func, || {
+        // SAFETY: `backend` and `op` are live for the call (# Safety above).
+        let (backend, op) = unsafe { (BackendRef::from_c(backend, func, "backend"), TensorRef::from_c(op, func, "op")) };
+        backend.supports_op(op)
+    })
 }
 
 /// Tensor copy between different backends. The `cpy_tensor_from`/`cpy_tensor_to`
@@ -260,7 +330,11 @@ pub unsafe extern "C" fn wsp_ggml_backend_supports_op(backend: wsp_ggml_backend_
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
-    guard(func, || copy::tensor_copy(tensor(src, func, "src"), tensor(dst, func, "dst")))
+    guard(func, || {
+        // SAFETY: `src` and `dst` are live for the call (# Safety above).
+        let (src, dst) = unsafe { (TensorRef::from_c(src, func, "src"), TensorRef::from_c(dst, func, "dst")) };
+        copy::tensor_copy(src, dst)
+    })
 }
 
 //
@@ -280,7 +354,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_init() -> wsp_ggml_backend_t {
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_is_cpu(backend: wsp_ggml_backend_t) -> bool {
-    guard("wsp_ggml_backend_is_cpu", || BackendRef::new(backend).is_some_and(cpu::is_cpu))
+    // SAFETY: `backend` is NULL or live for the call (# Safety above).
+    guard("wsp_ggml_backend_is_cpu", || unsafe { BackendRef::from_c_opt(backend) }.is_some_and(cpu::is_cpu))
 }
 
 /// # Safety
@@ -288,7 +363,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_is_cpu(backend: wsp_ggml_backend_t) ->
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_n_threads(backend_cpu: wsp_ggml_backend_t, n_threads: c_int) {
     let func = "wsp_ggml_backend_cpu_set_n_threads";
-    guard(func, || cpu::set_n_threads(BackendRef::arg(backend_cpu, func, "backend_cpu"), n_threads))
+    // SAFETY: `backend_cpu` is live for the call (# Safety above).
+    guard(func, || cpu::set_n_threads(unsafe { BackendRef::from_c(backend_cpu, func, "backend_cpu") }, n_threads))
 }
 
 /// Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
@@ -330,7 +406,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
         let list: Vec<BackendRef> = raw
             .iter()
             .enumerate()
-            .map(|(i, &b)| BackendRef::new(b).unwrap_or_else(|| fatal(func, &format!("argument 'backends[{i}]' is NULL"))))
+            .map(|(i, &b)| {
+                // SAFETY: each entry is NULL or a live backend (# Safety above).
+                unsafe { BackendRef::from_c_opt(b) }.unwrap_or_else(|| fatal(func, &format!("argument 'backends[{i}]' is NULL")))
+            })
             .collect();
         Box::into_raw(SchedCell::new(Sched::new(&list))).cast()
     })
@@ -357,7 +436,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sch
 pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_backend_sched_t, measure_graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_init_measure";
     guard(func, || {
-        let graph = graph(measure_graph, func, "measure_graph");
+        // SAFETY: `measure_graph` is live for the call (# Safety above).
+        let graph = unsafe { GraphRef::from_c(measure_graph, func, "measure_graph") };
         self::sched(sched, func).with_mut(func, |s| s.init_measure(graph))
     })
 }
@@ -371,7 +451,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
 ) -> wsp_ggml_tallocr_t {
     let func = "wsp_ggml_backend_sched_get_tallocr";
     guard(func, || {
-        let backend = BackendRef::arg(backend, func, "backend");
+        // SAFETY: `backend` is live for the call (# Safety above).
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // (the caller may allocate with it: a change, not a read)
         self::sched(sched, func).with_mut(func, |s| s.get_tallocr(backend, func))
     })
@@ -386,7 +467,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
 ) -> wsp_ggml_backend_buffer_t {
     let func = "wsp_ggml_backend_sched_get_buffer";
     guard(func, || {
-        let backend = BackendRef::arg(backend, func, "backend");
+        // SAFETY: `backend` is live for the call (# Safety above).
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         self::sched(sched, func).with_ref(func, |s| s.get_buffer(backend, func))
     })
 }
@@ -403,7 +485,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 ) {
     let func = "wsp_ggml_backend_sched_set_node_backend";
     guard(func, || {
-        let (node, backend) = (tensor(node, func, "node"), BackendRef::arg(backend, func, "backend"));
+        // SAFETY: `node` and `backend` are live for the call (# Safety above).
+        let (node, backend) = unsafe { (TensorRef::from_c(node, func, "node"), BackendRef::from_c(backend, func, "backend")) };
         self::sched(sched, func).with_mut(func, |s| s.set_node_backend(node, backend))
     })
 }
@@ -416,7 +499,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
 pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_sched_graph_compute";
     guard(func, || {
-        let graph = self::graph(graph, func, "graph");
+        // SAFETY: `graph` is live for the call (# Safety above).
+        let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         self::sched(sched, func).graph_compute(graph)
     })
 }

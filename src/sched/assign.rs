@@ -327,8 +327,8 @@ impl Planner<'_> {
 
         // (A NULL entry would put the splits' views of the node array out of
         // step with our node list.)
-        for (i, &leaf) in graph.leaf_ptrs().iter().enumerate() {
-            let leaf = TensorRef::new(leaf).unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
+        for (i, leaf) in graph.leaf_entries().enumerate() {
+            let leaf = leaf.unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
             let slot = self.register_listed(leaf)?;
             let vsrc = match leaf.view_src() {
                 Some(v) => Some(SlotId::new(self.register(v, false)?)),
@@ -336,8 +336,8 @@ impl Planner<'_> {
             };
             self.st.leafs.push((slot, vsrc));
         }
-        for (i, &node) in graph.node_ptrs().iter().enumerate() {
-            let node = TensorRef::new(node).unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
+        for (i, node) in graph.node_entries().enumerate() {
+            let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
             let slot = self.register_listed(node)?;
             for (_, src) in node.srcs() {
                 let s = self.register(src, false)?;
@@ -809,7 +809,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: us
 
 /// Where `t`'s memory is: the backend of its buffer among `backends`.
 pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> Loc {
-    let Some(backend) = BufferRef::new(t.buffer()).and_then(BufferRef::backend) else {
+    let Some(backend) = BufferRef::of_tensor(t).and_then(BufferRef::backend) else {
         return Loc::Nowhere;
     };
     backends.iter().position(|&b| b == backend).map_or(Loc::Foreign, |i| Loc::At(BackendIdx::new(i)))

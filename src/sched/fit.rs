@@ -28,7 +28,8 @@ impl Sched {
         let talloc = self.tallocs[i];
         // SAFETY: our live allocator.
         let (buffer, measure) = unsafe { (ggml::wsp_ggml_tallocr_get_buffer(talloc), ggml::wsp_ggml_tallocr_is_measure(talloc)) };
-        let buffer = BufferRef::new(buffer).expect("an allocator has a buffer");
+        // SAFETY: the buffer of our live allocator: live as long as it is.
+        let buffer = unsafe { BufferRef::new(buffer) }.expect("an allocator has a buffer");
         let base = buffer.base() as usize;
         let align = buffer.alignment().max(1);
         let free = ggml::tallocr_free_blocks(talloc).unwrap_or_else(|| {
@@ -134,7 +135,10 @@ impl Sched {
         }
         // Allocated here, not by ggml-alloc, which would dereference a NULL
         // buffer; so the allocator does not own it (see free_talloc).
-        let Some(buffer) = BufferRef::new(self.backends[i].alloc_buffer(size)) else {
+        let buffer = self.backends[i].alloc_buffer(size);
+        // SAFETY: NULL or a buffer the backend just made for us, freed only
+        // by us (grown_buffers).
+        let Some(buffer) = (unsafe { BufferRef::new(buffer) }) else {
             return false;
         };
         // SAFETY: a live buffer of ours, freed after its allocator.
@@ -169,7 +173,9 @@ impl Sched {
     pub(super) fn occupied(&self, i: usize) -> usize {
         let talloc = self.tallocs[i];
         // SAFETY: our live allocator.
-        let Some(buffer) = BufferRef::new(unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) }) else {
+        let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) };
+        // SAFETY: NULL or the buffer of our live allocator: live as long as it is.
+        let Some(buffer) = (unsafe { BufferRef::new(buffer) }) else {
             return 0;
         };
         // Exact: where the allocator's last free block starts, if it

@@ -260,7 +260,7 @@ impl Galloc {
         if !self.kept.as_ref().is_some_and(same_arenas) || self.loaded.len() != table.len() {
             return false;
         }
-        let tensors = table.keys().iter().filter_map(|&k| TensorRef::new(k));
+        let tensors = table.tensors().flatten();
         let seen = self.loaded.iter().zip(&self.loaded_buffer);
         let same = tensors.zip(seen).all(|(t, (&data, &b))| t.data() as usize == data && t.buffer() == self.buffers[usize::from(b)]);
         same && self.reads.iter().all(|&r| self.ask_again(table, r, arenas) == r)
@@ -367,7 +367,9 @@ impl Galloc {
             Some(&k) => k,
             None => self.extras[id - table.size()],
         };
-        TensorRef::new(p).expect("a planned tensor")
+        // SAFETY: a registered tensor, or an extra: a view source of one
+        // (id_of); all are tensors of the graph, live for the compute.
+        unsafe { TensorRef::new(p) }.expect("a planned tensor")
     }
 
     /// Read what the plan needs of every tensor in the table.
@@ -378,8 +380,8 @@ impl Galloc {
         self.slots.clear();
         self.slots.reserve(keys.len());
         let mut unheld = Vec::new();
-        for (&k, info) in keys.iter().zip(&table.info) {
-            let Some(t) = TensorRef::new(k) else {
+        for (t, info) in table.tensors().zip(&table.info) {
+            let Some(t) = t else {
                 self.slots.push(Slot::EMPTY);
                 continue;
             };
@@ -416,9 +418,10 @@ impl Galloc {
         let id = (table.size() + self.extras.len()) as u32;
         self.extra.insert(t as usize as u64, id);
         self.extras.push(t);
-        // a source or view source of a tensor of the graph: live for the call
         let (data, buffer, view_src) = {
-            let g = TensorRef::new(t).expect("not NULL");
+            // SAFETY: a source or view source of a tensor of the graph: live
+            // for the call (C contract).
+            let g = unsafe { TensorRef::new(t) }.expect("not NULL");
             let g = g.get();
             (g.data as usize, g.buffer, g.view_src)
         };

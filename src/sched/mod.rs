@@ -441,7 +441,9 @@ impl Sched {
         if !self.measured {
             return 0;
         }
-        BufferRef::new(buffer).map_or(0, BufferRef::size)
+        // SAFETY: NULL or our compute buffer for `backend`, live until the
+        // scheduler is freed.
+        unsafe { BufferRef::new(buffer) }.map_or(0, BufferRef::size)
     }
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
@@ -519,7 +521,10 @@ impl Sched {
                 // A view not initialised yet (as the original does it).
                 input.init_view_from_src(view_src);
                 if let Some(owner) = tensor_backend(input) {
-                    if let Some(buffer) = BufferRef::new(self.get_buffer(owner, func)) {
+                    let buffer = self.get_buffer(owner, func);
+                    // SAFETY: NULL or our compute buffer for `owner`, live
+                    // until the scheduler is freed.
+                    if let Some(buffer) = unsafe { BufferRef::new(buffer) } {
                         buffer.init_tensor(input);
                     }
                 }
@@ -740,8 +745,8 @@ impl CopyTensors {
 
     /// Copy `c`.
     fn get(&self, c: usize) -> TensorRef {
-        // (a live tensor of ours, freed only on drop)
-        TensorRef::new(self.0[c].as_ptr()).expect("NonNull")
+        // SAFETY: our own heap tensor, freed only on drop.
+        unsafe { TensorRef::new(self.0[c].as_ptr()) }.expect("NonNull")
     }
 
     /// Copy `c`, to rewrite. No user code may run while the reference lives.

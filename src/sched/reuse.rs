@@ -151,15 +151,15 @@ impl Planner<'_> {
         let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
         // what registration read of tensor `slot`, read again from `t`
         let mut same = |t: TensorRef, slot: u32| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
-        for (&leaf, &(slot, _)) in leafs.iter().zip(&st.leafs) {
-            match TensorRef::new(leaf) {
-                Some(t) if leaf == key(slot) && same(t, slot) => {}
+        for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.leafs) {
+            match leaf {
+                Some(t) if t.as_ptr() == key(slot) && same(t, slot) => {}
                 _ => return false,
             }
         }
         let mut start = 0;
-        for (&node, n) in nodes.iter().zip(&st.nodes) {
-            let Some(t) = TensorRef::new(node).filter(|_| node == key(n.slot)) else {
+        for (node, n) in graph.node_entries().zip(&st.nodes) {
+            let Some(t) = node.filter(|t| t.as_ptr() == key(n.slot)) else {
                 return false;
             };
             let end = n.srcs_end as usize;

@@ -298,7 +298,23 @@ impl Table {
     /// The tensor in a registered slot.
     #[inline]
     pub fn tensor(&self, slot: u32) -> TensorRef {
-        TensorRef::new(self.keys[slot as usize]).expect("slot is registered")
+        Self::entry(self.keys[slot as usize]).expect("slot is registered")
+    }
+
+    /// The tensor of every slot, in slot order (`None`: a free slot).
+    #[inline]
+    pub fn tensors(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
+        self.keys.iter().map(|&k| Self::entry(k))
+    }
+
+    /// A key as a handle (`None`: a free slot).
+    #[inline(always)]
+    fn entry(key: *mut wsp_ggml_tensor) -> Option<TensorRef> {
+        // SAFETY: a key of the table is a tensor of the graph being
+        // computed (a leaf, node, source or view source) or one of our input
+        // copies: registered tensors are live for the compute (C contract),
+        // and the passes read them only then.
+        unsafe { TensorRef::new(key) }
     }
 
     /// Whether keys sit far from their home slots (more than one step in
@@ -461,7 +477,8 @@ mod tests {
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
-            let r = TensorRef::new(b).unwrap();
+            // SAFETY: a tensor of `ts`, which outlives the table.
+            let r = unsafe { TensorRef::new(b) }.unwrap();
             match t.insert(r) {
                 Ok((s, true)) => slots.push(s),
                 Ok((_, false)) => panic!("new key reported as present"),
@@ -474,12 +491,13 @@ mod tests {
         let n = full_at.expect("a table for 10 fills up before 200");
         assert_eq!(n, t.limit);
         for (k, b) in ts.iter_mut().take(n).enumerate() {
-            let r = TensorRef::new(b).unwrap();
+            // SAFETY: as above.
+            let r = unsafe { TensorRef::new(b) }.unwrap();
             assert_eq!(t.find(r.as_ptr()), Some(slots[k]));
             assert_eq!(t.insert(r).unwrap(), (slots[k], false));
             assert_eq!(t.tensor(slots[k]), r);
         }
-        assert_eq!(t.find(TensorRef::new(&mut ts[n]).unwrap().as_ptr()), None);
+        assert_eq!(t.find(&mut ts[n]), None);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), n);
         t.reset(10, 0, None);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), 0);
@@ -514,7 +532,9 @@ mod tests {
     fn crowding_is_measured() {
         // never dereferenced: the table only hashes and compares addresses
         // (made without provenance, not by an integer cast, for Miri)
-        let fake = |a: usize| TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)).unwrap();
+        // SAFETY: never dereferenced, as just said (TensorRef::new's contract
+        // only covers handles that are).
+        let fake = |a: usize| unsafe { TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)) }.unwrap();
         let mut t = Table::default();
         t.reset(100, 0, None);
         let size = t.keys().len();
@@ -535,7 +555,9 @@ mod tests {
     fn a_better_size_is_predicted_exactly() {
         // never dereferenced: the table only hashes and compares addresses
         // (made without provenance, not by an integer cast, for Miri)
-        let fake = |a: usize| TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)).unwrap();
+        // SAFETY: never dereferenced, as just said (TensorRef::new's contract
+        // only covers handles that are).
+        let fake = |a: usize| unsafe { TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)) }.unwrap();
         // two "contexts" of 300 tensors at one stride, whose home slots
         // overlap in the first table
         let mut keys: Vec<usize> = (0..300).map(|i| 0x10_0000 + 368 * i).collect();

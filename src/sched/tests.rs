@@ -134,7 +134,8 @@ impl World {
     }
 
     fn refs(&self) -> Vec<BackendRef> {
-        self.backends.iter().map(|&b| BackendRef::new(b).unwrap()).collect()
+        // SAFETY: the world's backends, freed only when it is dropped.
+        self.backends.iter().map(|&b| unsafe { BackendRef::new(b) }.unwrap()).collect()
     }
 
     /// A [n] f32 tensor; `on`: in that backend's buffer (with data).
@@ -190,7 +191,8 @@ impl World {
 fn plan(w: &mut World, user: &PtrMap) -> State {
     let backends = w.refs();
     let mut g = w.graph();
-    let graph = GraphRef::new(&mut g).unwrap();
+    // SAFETY: a local graph over the world's tensors, both outlive `graph`.
+    let graph = unsafe { GraphRef::new(&mut g) }.unwrap();
     let mut st = State::default();
     let listed = w.nodes.len() + w.leafs.len();
     let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
@@ -341,7 +343,8 @@ fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
 fn still_valid(w: &mut World, st: &mut State) -> bool {
     let backends = w.refs();
     let mut g = w.graph();
-    let graph = GraphRef::new(&mut g).unwrap();
+    // SAFETY: a local graph over the world's tensors, both outlive `graph`.
+    let graph = unsafe { GraphRef::new(&mut g) }.unwrap();
     let user = PtrMap::new();
     Planner { st, backends: &backends, user: &user, debug: false, measuring: false, lenient: false }.still_valid(graph)
 }
@@ -428,7 +431,10 @@ fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buff
         .iter_mut()
         .map(|b| {
             let base = b.context as usize;
-            Arena { buffer: BufferRef::new(&mut **b).unwrap(), base, align: 16, measure: false, free: vec![(0, size)] }
+            // SAFETY: a boxed buffer returned with the arenas, outliving them
+            // (its fake base is never dereferenced).
+            let buffer = unsafe { BufferRef::new(&mut **b) }.unwrap();
+            Arena { buffer, base, align: 16, measure: false, free: vec![(0, size)] }
         })
         .collect();
     (bufs, arenas)
