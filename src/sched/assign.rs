@@ -251,7 +251,7 @@ impl Sched {
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
         self.split_stats.clear();
-        self.backend_stats.iter_mut().for_each(|s| *s = super::BackendStats::default());
+        self.per.iter_mut().for_each(|p| p.stats = super::BackendStats::default());
         let same = self.user.is_empty() && self.planner().still_valid(graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
         // (a refit makes the same split in a new table: its slots are new)

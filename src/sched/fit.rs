@@ -25,7 +25,7 @@ impl Sched {
     /// Compute buffer `i` as an allocation sees it: its allocator's buffer
     /// and free blocks (what the caller allocated there stays).
     fn arena(&self, i: usize) -> Arena {
-        let talloc = self.tallocs[i];
+        let talloc = self.per[i].talloc;
         // SAFETY: our live allocator.
         let (buffer, measure) = unsafe { (ggml::wsp_ggml_tallocr_get_buffer(talloc), ggml::wsp_ggml_tallocr_is_measure(talloc)) };
         // SAFETY: the buffer of our live allocator: live as long as it is.
@@ -50,18 +50,18 @@ impl Sched {
     /// with a message.
     pub(super) fn allocate(&mut self, graph: crate::ggml::GraphRef, reused: bool, func: &str) {
         if reused {
-            let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
+            let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
             if self.galloc.still_holds(&self.st.table, &arenas) {
                 self.galloc.apply(&self.st.table, &arenas);
                 return;
             }
         }
-        let mut grown = vec![false; self.tallocs.len()];
+        let mut grown = vec![false; self.per.len()];
         // A grown buffer starts empty (the caller's inputs stay in the old
         // one) and has room for the whole need, so each backend grows at
         // most once; a fall-back starts over once.
-        for _ in 0..2 * self.tallocs.len() + 4 {
-            let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
+        for _ in 0..2 * self.per.len() + 4 {
+            let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
             let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.release();
@@ -108,13 +108,13 @@ impl Sched {
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
     pub(super) fn measure_split(&mut self, func: &str) -> Vec<usize> {
-        let arenas: Vec<Arena> = (0..self.tallocs.len()).map(|i| self.arena(i)).collect();
+        let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
         if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         self.galloc.release();
         // SAFETY: our live allocators.
-        self.tallocs.iter().zip(&self.galloc.max).map(|(&t, &m)| m.max(unsafe { ggml::wsp_ggml_tallocr_max_size(t) })).collect()
+        self.per.iter().zip(&self.galloc.max).map(|(p, &m)| m.max(unsafe { ggml::wsp_ggml_tallocr_max_size(p.talloc) })).collect()
     }
 
     /// Replace compute buffer `i` by one that fits `need`, at least half
@@ -124,13 +124,14 @@ impl Sched {
     fn grow(&mut self, i: usize, need: usize, made_here: bool) -> bool {
         // One alignment unit more than the need: the last free block then
         // never runs out (the plan is checked again all the same).
-        let size =
-            need.saturating_add(self.backends[i].alignment().max(1)).max(self.buffer_sizes[i].saturating_add(self.buffer_sizes[i] / 2));
+        let size = need
+            .saturating_add(self.backends[i].alignment().max(1))
+            .max(self.per[i].buffer_size.saturating_add(self.per[i].buffer_size / 2));
         if self.debug {
             crate::platform::errln!(
                 "wsp_ggml_backend_sched: compute buffer of '{}' grows from {} to {size} bytes for this split",
                 self.backends[i].name_lossy(),
-                self.buffer_sizes[i]
+                self.per[i].buffer_size
             );
         }
         // Allocated here, not by ggml-alloc, which would dereference a NULL
@@ -144,7 +145,7 @@ impl Sched {
         // SAFETY: a live buffer of ours, freed after its allocator.
         let new = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
         self.grown_buffers.push(buffer);
-        let old = core::mem::replace(&mut self.tallocs[i], new);
+        let old = core::mem::replace(&mut self.per[i].talloc, new);
         if made_here {
             // made by this compute's previous growth, never handed out,
             // nothing placed in it (plans are applied only when they fit)
@@ -152,7 +153,7 @@ impl Sched {
         } else {
             self.retired.push(old);
         }
-        self.buffer_sizes[i] = size;
+        self.per[i].buffer_size = size;
         true
     }
 
@@ -171,7 +172,7 @@ impl Sched {
     /// already holds (inputs allocated through `sched_get_tallocr` since the
     /// last reset): the split is placed after them.
     pub(super) fn occupied(&self, i: usize) -> usize {
-        let talloc = self.tallocs[i];
+        let talloc = self.per[i].talloc;
         // SAFETY: our live allocator.
         let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) };
         // SAFETY: NULL or the buffer of our live allocator: live as long as it is.

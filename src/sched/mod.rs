@@ -256,13 +256,23 @@ fn nanos(from: u64, to: u64) -> u64 {
     to.saturating_sub(from)
 }
 
+/// What the scheduler keeps for one of its backends.
+struct PerBackend {
+    /// Its compute allocator (a measure allocator before the first measure).
+    talloc: wsp_ggml_tallocr_t,
+    /// Compute buffer size requested at the last measure/reserve.
+    buffer_size: usize,
+    /// What the last compute did on it.
+    stats: BackendStats,
+}
+
 pub struct Sched {
+    /// The backends in priority order (the passes read them as a slice).
     backends: Vec<BackendRef>,
-    tallocs: Vec<wsp_ggml_tallocr_t>,
+    /// One record per backend, in the same order.
+    per: Vec<PerBackend>,
     /// The split's allocation (galloc.rs), kept for its memory.
     galloc: galloc::Galloc,
-    /// Compute buffer size requested for each backend at the last measure/reserve.
-    buffer_sizes: Vec<usize>,
     measured: bool,
     debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
@@ -277,7 +287,6 @@ pub struct Sched {
     /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
     measuring: bool,
     pub(super) split_stats: Vec<SplitStats>,
-    pub(super) backend_stats: Vec<BackendStats>,
     st: State,
 }
 
@@ -288,16 +297,19 @@ impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
-        let tallocs = backends
+        let per = backends
             .iter()
-            // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
-            .map(|b| unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) })
+            .map(|b| PerBackend {
+                // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
+                talloc: unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) },
+                buffer_size: 0,
+                stats: BackendStats::default(),
+            })
             .collect();
         Box::new(Sched {
             backends: backends.to_vec(),
-            tallocs,
+            per,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
-            buffer_sizes: vec![0; backends.len()],
             measured: false,
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
             user: PtrMap::new(),
@@ -306,7 +318,6 @@ impl Sched {
             grown_buffers: Vec::new(),
             measuring: false,
             split_stats: Vec::new(),
-            backend_stats: vec![BackendStats::default(); backends.len()],
             st: State::default(),
         })
     }
@@ -327,7 +338,7 @@ impl Sched {
     }
 
     pub fn get_tallocr(&self, backend: BackendRef, func: &str) -> wsp_ggml_tallocr_t {
-        self.tallocs[self.index_of(backend, func)]
+        self.per[self.index_of(backend, func)].talloc
     }
 
     pub fn get_buffer(&self, backend: BackendRef, func: &str) -> wsp_ggml_backend_buffer_t {
@@ -360,10 +371,10 @@ impl Sched {
         // Measure with fresh measure allocators; keep the real ones aside.
         let mut kept = Vec::new();
         if self.measured {
-            for (t, b) in self.tallocs.iter_mut().zip(&self.backends) {
-                kept.push(*t);
+            for (p, b) in self.per.iter_mut().zip(&self.backends) {
+                kept.push(p.talloc);
                 // SAFETY: a fresh measure allocator from a valid backend.
-                *t = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) };
+                p.talloc = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) };
             }
         }
         self.measuring = true;
@@ -373,7 +384,7 @@ impl Sched {
         // measured graph does not point into freed memory.
         let sizes = self.measure_split(func);
         for (i, &measured) in sizes.iter().enumerate() {
-            let measure = self.tallocs[i];
+            let measure = self.per[i].talloc;
             // SAFETY: our measure allocator; freed once here.
             unsafe { ggml::wsp_ggml_tallocr_free(measure) };
             let mut size = measured;
@@ -381,14 +392,14 @@ impl Sched {
                 // As the original, which measured again with the real
                 // allocators: the most this buffer held since it was made,
                 // and the graph on top of the inputs the caller allocated in it.
-                self.tallocs[i] = old;
+                self.per[i].talloc = old;
                 // SAFETY: our live allocator.
                 let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
                 size = self.occupied(i).saturating_add(measured).max(held);
                 if grow_only {
-                    size = size.max(self.buffer_sizes[i]);
+                    size = size.max(self.per[i].buffer_size);
                 }
-                if size == self.buffer_sizes[i] {
+                if size == self.per[i].buffer_size {
                     continue; // the same buffer again
                 }
                 self.free_talloc(old);
@@ -396,8 +407,8 @@ impl Sched {
             // Exactly the measured size, as the original (programs print
             // it); the first compute checks the fit (fit.rs).
             // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
-            self.tallocs[i] = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
-            self.buffer_sizes[i] = size;
+            self.per[i].talloc = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
+            self.per[i].buffer_size = size;
         }
         self.free_retired();
         self.measured = true;
@@ -413,7 +424,7 @@ impl Sched {
         self.st.reuse.forget();
         self.galloc.forget();
         self.split_stats.clear();
-        self.backend_stats.iter_mut().for_each(|s| *s = BackendStats::default());
+        self.per.iter_mut().for_each(|p| p.stats = BackendStats::default());
     }
 
     pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>, user_data: *mut core::ffi::c_void) {
@@ -455,12 +466,12 @@ impl Sched {
 
     pub fn backend_stats(&self, backend: BackendRef) -> Option<BackendStats> {
         let i = self.backends.iter().position(|&b| b == backend)?;
-        Some(self.backend_stats[i])
+        Some(self.per[i].stats)
     }
 
     /// Reset allocators, restore the graph's sources, drop user assignments.
     fn finish(&mut self) {
-        for &t in self.tallocs.iter().chain(&self.retired) {
+        for t in self.per.iter().map(|p| p.talloc).chain(self.retired.iter().copied()) {
             // SAFETY: our own live allocator.
             unsafe { ggml::wsp_ggml_tallocr_reset(t) };
         }
@@ -482,7 +493,7 @@ impl Sched {
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
         let split = &self.st.splits[k];
-        let stats = &mut self.backend_stats[split.backend];
+        let stats = &mut self.per[split.backend].stats;
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
         stats.bytes_copied += bytes;
@@ -508,7 +519,7 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.backend_stats[self.st.splits[k].backend].compute_ns += nanos(from, to);
+        self.per[self.st.splits[k].backend].stats.compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
@@ -662,8 +673,8 @@ impl Drop for Sched {
     fn drop(&mut self) {
         // (the graph's sources are given back when the patches drop)
         self.free_retired();
-        for t in core::mem::take(&mut self.tallocs) {
-            self.free_talloc(t);
+        for p in core::mem::take(&mut self.per) {
+            self.free_talloc(p.talloc);
         }
     }
 }
