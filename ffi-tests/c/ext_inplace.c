@@ -53,21 +53,10 @@ static struct wsp_ggml_tensor * build(struct wsp_ggml_context * ctx, int c, stru
 }
 
 int main(int argc, char ** argv) {
-    if (argc < 2) {
-        for (int i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i]);
-        }
-        return 0;
-    }
-    int c = -1;
-    for (int i = 0; i < N_CASES; i++) {
-        if (strcmp(argv[1], CASES[i]) == 0) {
-            c = i;
-        }
-    }
+    int rc;
+    int c = eu_pick_case(argc, argv, CASES, N_CASES, &rc);
     if (c < 0) {
-        fprintf(stderr, "unknown case %s\n", argv[1]);
-        return 2;
+        return rc;
     }
 
     wsp_ggml_backend_t tb = eu_tb("TB0", c == 0 ? REJECT_SM : REJECT_NORM);

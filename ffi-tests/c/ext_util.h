@@ -64,6 +64,29 @@ static EU_UNUSED int eu_finish(void) {
 }
 
 // ---------------------------------------------------------------------------
+// one case per run: without an argument, list the cases (one per line) and
+// return -1 with *exit_code 0; otherwise the index of the case named by
+// argv[1], or -1 with *exit_code 2 for an unknown name.
+
+static EU_UNUSED int eu_pick_case(int argc, char ** argv, const char * const * cases, int n_cases, int * exit_code) {
+    *exit_code = 0;
+    if (argc < 2) {
+        for (int i = 0; i < n_cases; i++) {
+            printf("%s\n", cases[i]);
+        }
+        return -1;
+    }
+    for (int i = 0; i < n_cases; i++) {
+        if (strcmp(argv[1], cases[i]) == 0) {
+            return i;
+        }
+    }
+    fprintf(stderr, "unknown case %s\n", argv[1]);
+    *exit_code = 2;
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
 // test backends
 
 // A test backend without cpy_tensor_from / cpy_tensor_to: a scheduler copy

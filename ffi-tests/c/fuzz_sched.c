@@ -717,6 +717,13 @@ static bool inplace_ok(const struct bstate * S, const struct ent * e, enum wsp_g
     return true;
 }
 
+// May this node write into the memory of entry e, a node's result (not a
+// leaf's memory)? Its memory is allocated by the scheduler, so the whole
+// in-place chain goes where every op of it is supported (issue 23).
+static bool node_inplace_ok(const struct ent * e) {
+    return e->owner < 0 && !e->hidden && e->t->type == WSP_GGML_TYPE_F32 && e->t->op != WSP_GGML_OP_NONE;
+}
+
 static void leaf_written(struct bstate * S, int owner, float bound) {
     if (owner >= 0 && S->track && P.leafs[owner].bound < bound) {
         P.leafs[owner].bound = bound; // (read by the next builds)
@@ -839,9 +846,17 @@ static void apply_dec(struct bstate * S, const struct dec * d) {
             }
             enum wsp_ggml_op gop = o == O_SOFT_MAX ? WSP_GGML_OP_SOFT_MAX : WSP_GGML_OP_UNARY;
             bool inplace = want_inplace && inplace_ok(S, &S->pool[ia], gop);
+            // (in place on a node's result: |f(v)| <= |v| for these, so the
+            // bounds of the node's other readers hold)
+            bool on_node = !inplace && want_inplace && (r[6] & 1) && node_inplace_ok(&S->pool[ia]);
             struct wsp_ggml_tensor * a = S->pool[ia].t;
             use(S, ia);
             struct wsp_ggml_tensor * t;
+            if (on_node) {
+                t = o == O_GELU ? wsp_ggml_gelu_inplace(ctx, a) : o == O_SILU ? wsp_ggml_silu_inplace(ctx, a) : wsp_ggml_soft_max_inplace(ctx, a);
+                add_node(S, t, o == O_SOFT_MAX ? 1.0f : S->pool[ia].bound + 0.5f, -1);
+                break;
+            }
             if (o == O_GELU) {
                 t = inplace ? wsp_ggml_gelu_inplace(ctx, a) : wsp_ggml_gelu(ctx, a);
             } else if (o == O_SILU) {
@@ -1393,6 +1408,15 @@ static void compute(struct bstate * S, const struct adraw * a, int step) {
         printf("~ c%d nodes=%d leafs=%d outs=%d assigned=%d\n", step, S->g->n_nodes, S->g->n_leafs, S->n_outs, n);
         fflush(stdout);
         wsp_ggml_backend_sched_graph_compute(g_sched, S->g);
+        // what fuzz.rs checks of ours: no test backend computed a node its
+        // supports_op rejects (the original ignores supports_op)
+        long rejected = 0;
+        for (int b = 0; b < P.nb; b++) {
+            if (!P.b[b].is_cpu) {
+                rejected += test_backend_stats(g_bk[b])->rejected_computed;
+            }
+        }
+        printf("~ rejected-computed %ld\n", rejected);
     } else {
         printf("~ c%d nodes=%d leafs=%d outs=%d\n", step, S->g->n_nodes, S->g->n_leafs, S->n_outs);
         size_t need = S->bytes + 4096;
@@ -1441,9 +1465,9 @@ static void compute(struct bstate * S, const struct adraw * a, int step) {
 // ---------------------------------------------------------------------------
 // mutations
 
-enum mut { M_DATA, M_VIEW, M_REBUILD, M_MOVE, M_ADD, M_DEL, M_ALT, M_REMEASURE, M_IDX, M_N };
-static const int mut_weight[M_N] = { 20, 14, 20, 10, 10, 10, 5, 2, 4 };
-static const char * mut_name[M_N] = { "data", "view", "rebuild", "move", "add", "del", "alt", "remeasure", "idx" };
+enum mut { M_DATA, M_VIEW, M_REBUILD, M_MOVE, M_ADD, M_DEL, M_ALT, M_REMEASURE, M_IDX, M_REJECT, M_N };
+static const int mut_weight[M_N] = { 20, 14, 20, 10, 10, 10, 5, 2, 4, 4 };
+static const char * mut_name[M_N] = { "data", "view", "rebuild", "move", "add", "del", "alt", "remeasure", "idx", "reject" };
 
 static bool g_remeasured;
 
@@ -1593,6 +1617,40 @@ static void mutate(struct step_plan * sp) {
                 g_remeasured = true;
                 printf("~ mut remeasure g%d%s\n", gi, sp->remeasure_pad ? " pad" : "");
                 break;
+            case M_REJECT: {
+                // a test backend's supports_op changes between two computes
+                // (programs of case b only). A backend holding leafs that
+                // nodes may write into rejects no op that writes in place,
+                // or copies: the graphs are built anew with the new set
+                // (inplace_ok), and memory already pinned there would make
+                // a rejection an error of the program's.
+                int b = rndn(P.nb);
+                if (!P.any_reject || P.b[b].is_cpu) {
+                    break;
+                }
+                bool holds = false;
+                for (int i = 0; i < P.n_leafs; i++) {
+                    holds |= P.leafs[i].backend == b && (P.leafs[i].kind == K_STORE || P.leafs[i].kind == K_TALLOC);
+                }
+                struct bplan * B = &P.b[b];
+                B->n_rej = 0;
+                int n = rndn(4);
+                for (int i = 0; i < n; i++) {
+                    int op = rejectable[rndn((int)(sizeof(rejectable) / sizeof(rejectable[0])))];
+                    bool writes = op != WSP_GGML_OP_MUL_MAT && op != WSP_GGML_OP_CONT && op != WSP_GGML_OP_GET_ROWS;
+                    if (!(holds && writes) && !rejects(b, (enum wsp_ggml_op)op)) {
+                        B->rej[B->n_rej++] = op;
+                    }
+                }
+                if (!g_ref) {
+                    test_backend_set_rejected(g_bk[b], B->rej, B->n_rej);
+                }
+                for (int g = 0; g < P.n_graphs; g++) {
+                    P.descs[g].version++;
+                }
+                printf("~ mut reject %s n=%d\n", B->name, B->n_rej);
+                break;
+            }
             default:
                 break;
         }

@@ -244,33 +244,54 @@ fn ext_misuse_aborts_with_a_message() {
     }
 }
 
+/// Run every case a program lists (run without arguments, it prints one
+/// case per line), one process each; `ok` judges each run. Panics with
+/// every case that fails.
+fn run_cases(program: &str, n_cases: usize, ok: impl Fn(&str, &std::process::Output) -> bool) {
+    let exe = harness::build(program.trim_end_matches(".c"), &[program, "test_backend.c"], Flavour::Ours);
+    let list = harness::run(&exe, &[]);
+    assert!(list.status.success());
+    let cases: Vec<String> =
+        String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
+    assert_eq!(cases.len(), n_cases, "{cases:?}");
+    let mut problems = Vec::new();
+    for case in &cases {
+        let o = harness::run(&exe, &[case]);
+        if !ok(case, &o) {
+            let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            problems.push(format!("case {case}: status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", o.status));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// A node moved off a rejecting backend must not be an in-place view into
 /// that backend's memory: each case either computes correctly with every
 /// node's memory on its assigned backend, or is refused with the library's
 /// own message (never ggml-alloc's assertion, a crash or a wrong result).
 #[test]
 fn inplace_ops_and_supports_op() {
-    let exe = harness::build("ext_inplace", &["ext_inplace.c", "test_backend.c"], Flavour::Ours);
-    let list = harness::run(&exe, &[]);
-    assert!(list.status.success());
-    let cases: Vec<String> =
-        String::from_utf8_lossy(&list.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect();
-    assert_eq!(cases.len(), 2, "{cases:?}");
-    let mut problems = Vec::new();
-    for case in &cases {
-        let o = harness::run(&exe, &[case]);
+    run_cases("ext_inplace.c", 2, |case, o| {
         let stdout = String::from_utf8_lossy(&o.stdout);
         let stderr = String::from_utf8_lossy(&o.stderr);
-        let ok = if o.status.success() {
+        if o.status.success() {
             stdout.lines().any(|l| l == format!("ok {case}")) && stdout.lines().any(|l| l == "failures 0")
         } else {
             o.status.signal() == Some(6) && stderr.contains("wsp_ggml_backend: wsp_ggml_backend_sched_") && !stderr.contains("Assertion")
-        };
-        if !ok {
-            problems.push(format!("case {case}: status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", o.status));
         }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    });
+}
+
+/// supports_op through in-place chains (issue 23): a node computed on C
+/// gets an in-place node C rejects; the chain moves whole to the backend
+/// that accepts all of it, for each in-place family, after the rejections
+/// change between two computes. Every case must pass (no abort accepted:
+/// the CPU accepts the whole chain).
+#[test]
+fn inplace_chains_go_to_a_backend_that_supports_all_of_them() {
+    run_cases("ext_chain.c", 7, |case, o| {
+        o.status.success() && String::from_utf8_lossy(&o.stdout).lines().any(|l| l == format!("ok {case}"))
+    });
 }
 
 /// memcheck over the ext programs: no invalid access, no leak (the graph

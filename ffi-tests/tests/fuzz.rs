@@ -17,6 +17,10 @@
 //!   are accepted only inside the program's own `tallocr_alloc` calls (a
 //!   compute buffer too small for what the program allocates in it).
 //!
+//! - and always: ours never gives a test backend a node its `supports_op`
+//!   rejects (the program prints the test backends' count after every
+//!   compute; rejections also change between computes, `M_REJECT`).
+//!
 //! Tests: a fixed list of seeds (`fuzz_fixed_seeds*`), a few seeds under
 //! valgrind memcheck (`fuzz_memcheck`), and `fuzz_campaign` (ignored; what
 //! `scripts/fuzz` runs) driven by environment variables:
@@ -262,6 +266,13 @@ fn check_seed(seed: u64, nodes_max: u32) -> Outcome {
     }
     if ours.status == Status::Timeout {
         o.fail = Some(("ours-timeout".into(), String::new()));
+        return o;
+    }
+    // ours never gives a backend a node its supports_op rejects (it aborts
+    // where memory pins such a node; the original ignores supports_op)
+    let rejected = ours.stdout.lines().filter_map(|l| l.strip_prefix("~ rejected-computed ")).filter_map(|v| v.parse::<i64>().ok()).max();
+    if let Some(n) = rejected.filter(|&n| n > 0) {
+        o.fail = Some(("ours-computed-rejected".into(), format!("test backends computed {n} nodes their supports_op rejects")));
         return o;
     }
     if orig.status == Status::Ok && ours.status == Status::Ok && harness::compare(&ours.stdout, &orig.stdout).is_ok() {

@@ -25,6 +25,36 @@ struct Best {
     size: Option<usize>,
 }
 
+/// The computed nodes of every in-place chain, by the memory they work in:
+/// (root slot, node slot) for each non-view node with a view source, sorted
+/// by root. Built on the first move of a chained node (memory roots depend
+/// only on what registration read, so one build serves the whole pass).
+#[derive(Default)]
+struct Chains {
+    built: bool,
+    members: Vec<(u32, u32)>,
+}
+
+impl Chains {
+    fn build(&mut self, p: &Planner<'_>) {
+        self.built = true;
+        for n in &p.st.nodes {
+            if let Some(vs) = n.vsrc.filter(|_| !p.view_op(n.slot)) {
+                self.members.push((p.memory_root(vs), n.slot));
+            }
+        }
+        // (stable: the members of one chain stay in graph order, so the
+        // questions are asked, and recorded, in the same order every time)
+        self.members.sort_by_key(|&(root, _)| root);
+    }
+
+    /// The nodes that work in the memory of `root`, in graph order.
+    fn of(&self, root: u32) -> Vec<u32> {
+        let start = self.members.partition_point(|&(r, _)| r < root);
+        self.members[start..].iter().take_while(|&&(r, _)| r == root).map(|&(_, m)| m).collect()
+    }
+}
+
 /// The passes, over the scheduler's tables: what they read of the
 /// scheduler (its backends, user assignments, debug switch) and the state
 /// they fill. Made for one split by `Sched::try_split` (and by the unit
@@ -472,15 +502,17 @@ impl Planner<'_> {
     /// around) that supports it; its inputs are then copied like any other.
     /// A node that works in the memory of another (an in-place op, a view, a
     /// copy into a tensor) moves with that memory: when the memory is not
-    /// allocated yet, its owner moves too (if the new backend supports it;
-    /// otherwise the node stays, as in the original); memory that is already
-    /// in a buffer of the rejecting backend is an error. With backends that
+    /// allocated yet, the whole in-place chain (the owner of the memory and
+    /// every node that works in it) moves to the next backend that supports
+    /// every op of the chain (`chain_backend`); memory that is already in a
+    /// buffer of the rejecting backend is an error. With backends that
     /// support every op nothing moves. Memory is followed first (see
     /// `follow_memory`), here and after the moves.
     fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the walk when all backends are CPU.
         let ask = !self.backends.iter().all(|&b| crate::cpu::is_cpu(b));
         let mut owners_moved = false;
+        let mut chains = Chains::default();
         for i in 0..self.st.nodes.len() {
             let info = self.st.nodes[i];
             let (slot, vs) = (info.slot, info.vsrc);
@@ -512,25 +544,31 @@ impl Planner<'_> {
                     ),
                 );
             }
-            let Some(b) = self.next_supporting(a, slot) else {
+            // Memory outside any backend buffer (a plain ggml context) ties nothing.
+            let owner = root.filter(|&r| !(self.loc(r) == Loc::Nowhere && self.info(r).has(SlotInfo::HAS_DATA)));
+            let b = match owner {
+                None => self.next_supporting(a, slot),
+                Some(r) => self.chain_backend(a, r, &mut chains),
+            };
+            let Some(b) = b else {
+                if let Some(owner) = owner.filter(|_| self.next_supporting(a, slot).is_some()) {
+                    let owner = self.tensor(owner);
+                    fatal(
+                        func,
+                        &format!(
+                            "node '{}' ({}) works in the memory of '{}', and no backend of the scheduler supports \
+                             every op that works in that memory",
+                            node.name_lossy(),
+                            ggml::op_name(node.op()),
+                            owner.name_lossy()
+                        ),
+                    );
+                }
                 fatal(func, &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())))
             };
             if let Some(r) = root.filter(|&r| self.assign(r) != Some(b)) {
-                // The memory is not allocated yet: its owner moves too, when it can.
-                let owner = self.tensor(r);
-                if self.info(r).has(SlotInfo::COMPUTED) && !self.supports(b, r) {
-                    if self.debug {
-                        crate::platform::errln!(
-                            "wsp_ggml_backend_sched: node '{}' stays on '{}', which does not support it: it works in the \
-                             memory of '{}', which '{}' does not support either",
-                            node.name_lossy(),
-                            here.name_lossy(),
-                            owner.name_lossy(),
-                            self.backends[b].name_lossy()
-                        );
-                    }
-                    continue;
-                }
+                // The memory is not allocated yet: its owner moves too (and
+                // the rest of its chain follows it, below).
                 self.set(r, b, Rule::FollowsMemory);
                 owners_moved = true;
             }
@@ -543,6 +581,23 @@ impl Planner<'_> {
                 self.follow_memory(slot, vsrc);
             }
         }
+    }
+
+    /// The backend for the in-place chain of memory owner `r` (not in a
+    /// buffer yet), one of whose nodes backend `a` rejects: the next backend
+    /// after `a` in priority order (wrapping around) that supports every
+    /// computed op of the chain, i.e. `r` itself and each node whose memory
+    /// is `r`'s. The chain moves as a whole, since all of it works in one
+    /// allocation. None when no backend supports all of it.
+    fn chain_backend(&mut self, a: BackendIdx, r: u32, chains: &mut Chains) -> Option<BackendIdx> {
+        if !chains.built {
+            chains.build(self);
+        }
+        let members = chains.of(r);
+        let n = self.backends.len();
+        (1..n)
+            .map(|d| BackendIdx::new((a.get() + d) % n))
+            .find(|&b| (!self.info(r).has(SlotInfo::COMPUTED) || self.supports(b, r)) && members.iter().all(|&m| self.supports(b, m)))
     }
 
     /// Pass 3: unassigned sources (leafs in practice, but also earlier nodes

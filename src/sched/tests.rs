@@ -17,6 +17,10 @@ use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_buffer, wsp_ggml_backend_buf
 const OP_ADD: c_int = 2;
 const OP_MUL: c_int = 6;
 const OP_MUL_MAT: c_int = 23;
+const OP_SCALE: c_int = 25;
+const OP_CPY: c_int = 27;
+const OP_CONT: c_int = 28;
+const OP_UNARY: c_int = 57;
 
 // --- stubs of the ggml functions the passes reach (f32 tensors only) -----
 
@@ -303,6 +307,57 @@ fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
     // source had then, and gets a copy of the moved result
     assert_eq!(assigned(&st, n2), (0, Rule::Pass2Src(0)));
     assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 2, 1), (0, 2, 3, 1)]);
+}
+
+/// Issue 23's shape: backends [A, X, B, C]; X supports every op. A node
+/// computed on C (CONT, which only C and X accept) gets an in-place node
+/// (`inplace`) that C rejects. The chain (the CONT and everything in its
+/// memory) moves to the first backend after C that accepts all of it: X,
+/// not A, which accepts the in-place op but not the CONT. Each in-place
+/// family: unary, scale, add, and a copy into a fresh tensor.
+#[test]
+fn an_in_place_chain_moves_whole_to_a_backend_that_supports_every_op() {
+    for (what, op) in [("unary", OP_UNARY), ("scale", OP_SCALE), ("add", OP_ADD), ("cpy", OP_CPY)] {
+        let mut w = World::with_backends(&[c"A", c"X", c"B", c"C"]);
+        w.reject(0, OP_CONT);
+        w.reject(0, OP_MUL_MAT);
+        w.reject(2, OP_CONT);
+        w.reject(3, op);
+        let wc = w.leaf(8, Some(3));
+        let cont = w.node(OP_CONT, 8, &[wc]);
+        let inplace = if op == OP_CPY {
+            // a cpy of the CONT into a fresh tensor: the cpy works in the
+            // fresh tensor's memory, and the second cpy (C rejects it too,
+            // A would not) in the same
+            let fresh = w.leaf(8, None);
+            let c1 = w.node(OP_CPY, 8, &[cont, fresh]);
+            edit(c1, |t| t.view_src = fresh);
+            c1
+        } else {
+            let n = w.node(op, 8, &[cont, wc]);
+            edit(n, |t| t.view_src = cont);
+            n
+        };
+        // a second node in the same memory, which A rejects
+        let second = w.node(OP_MUL_MAT, 8, &[inplace, wc]);
+        edit(second, |t| t.view_src = inplace);
+        let after = w.node(OP_MUL, 8, &[second, wc]);
+        let st = plan(&mut w, &PtrMap::new());
+        let on = |t| assigned(&st, t).0;
+        if op == OP_CPY {
+            assert_eq!(on(cont), 3, "{what}: the CONT stays on C (its memory is not the chain's)");
+        } else {
+            assert_eq!(on(cont), 1, "{what}: the CONT moves with its chain to X");
+        }
+        assert_eq!((on(inplace), on(second)), (1, 1), "{what}: the chain is on X, which supports all of it");
+        assert_eq!(on(after), 3, "{what}: the node after the chain keeps its backend");
+        for (t, name) in [(cont, "cont"), (inplace, "in-place node"), (second, "second in-place node"), (after, "after")] {
+            let b = on(t) as usize;
+            // SAFETY: our own tensor and context.
+            let rejected = unsafe { (*w.contexts[b]).rejects.contains(&(*t).op) };
+            assert!(!rejected, "{what}: the {name} is on a backend that rejects it");
+        }
+    }
 }
 
 #[test]
