@@ -6,15 +6,17 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use crate::backend::{wsp_ggml_backend, BackendRef};
+use crate::backend::BackendRef;
 use crate::fatal::{check, fatal};
 use crate::ggml::TensorRef;
 pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t};
 
 /// Create a buffer struct. It is `malloc`ed, as in the original, so that a
-/// buffer struct is released the same way whoever made it.
+/// buffer struct is released the same way whoever made it. `backend` is
+/// stored as a pointer (C reads `buffer->backend`); it is a handle already,
+/// so the buffer's backend is NULL or live (`BufferRef::backend`).
 pub fn buffer_init(
-    backend: *mut wsp_ggml_backend,
+    backend: Option<BackendRef>,
     iface: wsp_ggml_backend_buffer_i,
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
@@ -23,6 +25,7 @@ pub fn buffer_init(
     // SAFETY: malloc of the struct's size; checked for NULL before use.
     let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }.cast::<wsp_ggml_backend_buffer>();
     let Some(p) = NonNull::new(p) else { fatal("wsp_ggml_backend_buffer_init", "out of memory allocating the buffer struct") };
+    let backend = backend.map_or(core::ptr::null_mut(), BackendRef::as_ptr);
     // SAFETY: p is a fresh, suitably aligned allocation of the right size.
     unsafe { p.as_ptr().write(wsp_ggml_backend_buffer { iface, backend, context, size }) };
     BufferRef(p)
@@ -38,7 +41,8 @@ impl BufferRef {
     ///
     /// # Safety
     /// `p` is NULL or points to a live `wsp_ggml_backend_buffer` (its
-    /// interface as ggml-backend-impl.h describes) that stays live, and is
+    /// interface as ggml-backend-impl.h describes, its `backend` NULL or a
+    /// live backend that outlives it) that stays live, and is
     /// not freed, for as long as the handle or any copy of it is used (any
     /// method but `as_ptr` and comparison; `free` ends its life).
     pub unsafe fn new(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
@@ -61,8 +65,8 @@ impl BufferRef {
         self.get().iface
     }
     pub fn backend(self) -> Option<BackendRef> {
-        // SAFETY: a live buffer's backend is NULL or a live backend, which
-        // outlives its buffers (ggml-backend's contract).
+        // SAFETY: the handle's invariant (`new`): the buffer's backend is
+        // NULL or a live backend, which outlives its buffers.
         unsafe { BackendRef::new(self.get().backend) }
     }
     pub fn size(self) -> usize {

@@ -2,6 +2,7 @@
 
 use crate::prelude::*;
 
+use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::{self, NonNull};
 
@@ -20,6 +21,12 @@ pub const TENSOR_ALIGNMENT: usize = 64;
 pub struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
+}
+
+impl Default for AlignedBuf {
+    fn default() -> Self {
+        AlignedBuf::empty()
+    }
 }
 
 impl AlignedBuf {
@@ -61,17 +68,23 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// What `backend->context` points to for a CPU backend.
+/// What `backend->context` points to for a CPU backend. Reached only
+/// through shared references (`cpu_context`): ggml.c's abort callback may
+/// call back in while a compute holds one, so every field is a `Cell`
+/// (a backend is used by one thread at a time: the C contract).
 pub struct CpuContext {
-    pub n_threads: c_int,
-    /// Work buffer reused across `graph_compute` calls.
-    work: AlignedBuf,
-    pub abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
-    pub abort_callback_data: *mut c_void,
+    n_threads: Cell<c_int>,
+    /// Work buffer reused across `graph_compute` calls (taken out while
+    /// ggml.c computes with it).
+    work: Cell<AlignedBuf>,
+    abort_callback: Cell<AbortCallback>,
+    abort_callback_data: Cell<*mut c_void>,
     /// ggml.c is computing a graph for this backend: its abort callback may
     /// call in, and only calls that leave the context alone are allowed.
-    computing: bool,
+    computing: Cell<bool>,
 }
+
+type AbortCallback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
 
 /// A graph plan: ggml's cplan, its own work buffer, and a copy of the graph.
 struct CpuPlan {
@@ -136,11 +149,11 @@ fn cpu_buffer_iface(from_ptr: bool) -> wsp_ggml_backend_buffer_i {
 /// `wsp_ggml_backend_cpu_init`.
 pub fn cpu_init() -> BackendRef {
     let ctx = Box::new(CpuContext {
-        n_threads: ggml::WSP_GGML_DEFAULT_N_THREADS,
-        work: AlignedBuf::empty(),
-        abort_callback: None,
-        abort_callback_data: ptr::null_mut(),
-        computing: false,
+        n_threads: Cell::new(ggml::WSP_GGML_DEFAULT_N_THREADS),
+        work: Cell::new(AlignedBuf::empty()),
+        abort_callback: Cell::new(None),
+        abort_callback_data: Cell::new(ptr::null_mut()),
+        computing: Cell::new(false),
     });
     let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
     // SAFETY: our own heap backend, freed only by its `free` (cpu_free).
@@ -172,33 +185,29 @@ pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
     base == fn_addr(own) || base == fn_addr(from_ptr)
 }
 
-/// The CPU context of `backend`, aborting (naming `func`) if it is not a CPU backend.
-/// Aborts when called from inside the backend's own abort callback (ggml.c
-/// is computing with the context).
-pub fn cpu_context<'a>(backend: BackendRef, func: &str) -> &'a mut CpuContext {
-    let ctx = cpu_context_ptr(backend, func);
-    // SAFETY: a live context (cpu_context_ptr); the flag is read through the
-    // raw pointer, before any reference is made.
-    if unsafe { ptr::addr_of!((*ctx).computing).read() } {
+/// The CPU context of `backend` (shared: see `CpuContext`), aborting
+/// (naming `func`) if it is not a CPU backend, or when called from inside
+/// the backend's own abort callback (ggml.c is computing with the context).
+/// The reference lives no longer than the borrowed handle, which is valid
+/// for the call that made it (`BackendRef::new`).
+pub fn cpu_context<'a>(backend: &'a BackendRef, func: &str) -> &'a CpuContext {
+    check(is_cpu(*backend), func, || format!("backend '{}' is not a CPU backend", backend.name_lossy()));
+    // SAFETY: a CPU backend's context is the Box<CpuContext> made in
+    // cpu_init, freed only with the backend (cpu_free), which outlives the
+    // handle; only shared references to it are ever made.
+    let ctx = unsafe { &*backend.context().cast::<CpuContext>() };
+    if ctx.computing.get() {
         fatal(func, "called from inside the CPU backend's abort callback (while it computes)");
     }
-    // SAFETY: a CPU backend's context is the Box<CpuContext> made in cpu_init;
-    // the C API contract gives the caller exclusive use of the backend for
-    // the call, and it is not computing (checked above).
-    unsafe { &mut *ctx }
-}
-
-fn cpu_context_ptr(backend: BackendRef, func: &str) -> *mut CpuContext {
-    check(is_cpu(backend), func, || format!("backend '{}' is not a CPU backend", backend.name_lossy()));
-    backend.context().cast::<CpuContext>()
+    ctx
 }
 
 pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
-    cpu_context(backend, "wsp_ggml_backend_cpu_set_n_threads").n_threads = n_threads;
+    cpu_context(&backend, "wsp_ggml_backend_cpu_set_n_threads").n_threads.set(n_threads);
 }
 
 /// `wsp_ggml_backend_cpu_buffer_from_ptr`: `backend` may be NULL (ggml-alloc.c passes NULL).
-pub fn buffer_from_ptr(backend: wsp_ggml_backend_t, data: *mut c_void, size: usize) -> BufferRef {
+pub fn buffer_from_ptr(backend: Option<BackendRef>, data: *mut c_void, size: usize) -> BufferRef {
     buffer_init(backend, cpu_buffer_iface(true), data, size)
 }
 
@@ -212,17 +221,22 @@ fn check_io(t: TensorRef, data: *const c_void, offset: usize, size: usize, func:
     check(!data.is_null(), func, || "argument 'data' is NULL".into());
 }
 
+/// # Safety
+/// Any argument: the backend is not read.
 unsafe extern "C" fn cpu_get_name(_backend: wsp_ggml_backend_t) -> *const c_char {
     c"CPU".as_ptr()
 }
 
+/// # Safety
+/// `backend` is a live CPU backend made by `cpu_init` (reached through
+/// `CPU_BACKEND_I` only), not computing, and not used after this call.
 unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_free";
     guard(func, || {
         // SAFETY: the backend this callback was called on: live for the call.
         let handle = unsafe { BackendRef::from_c(backend, func, "backend") };
         // not while computing (cpu_context aborts then)
-        let _ = cpu_context(handle, func);
+        let _ = cpu_context(&handle, func);
         // SAFETY: only reachable through CPU_BACKEND_I, so `backend` and its context
         // are the Boxes made in cpu_init; each is released once here.
         unsafe {
@@ -232,12 +246,18 @@ unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
     })
 }
 
+/// # Safety
+/// `buffer` is a live buffer of `CPU_BUFFER_I` or `CPU_BUFFER_FROM_PTR_I`
+/// (its context is its base).
 unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
     let func = "wsp_ggml_backend_buffer_get_base";
     // SAFETY: the buffer this callback was called on: live for the call.
     guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
 }
 
+/// # Safety
+/// `buffer` is a live `CPU_BUFFER_I` buffer (its context is the
+/// `posix_memalign` allocation `cpu_alloc_buffer` made), freed once.
 unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
     let func = "wsp_ggml_backend_buffer_free";
     guard(func, || {
@@ -248,21 +268,30 @@ unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
     })
 }
 
+/// # Safety
+/// `backend` is a live CPU backend that outlives the buffer.
 unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
     guard("wsp_ggml_backend_alloc_buffer", || {
         // Report (and own) `size + TENSOR_ALIGNMENT` bytes as the original does,
         // so sizes seen through the API are unchanged; the base is now aligned.
         let func = "wsp_ggml_backend_alloc_buffer";
         let total = size.checked_add(TENSOR_ALIGNMENT).unwrap_or_else(|| fatal(func, &format!("size {size} is too large")));
+        // SAFETY: the backend this callback was called on: live for the call.
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         let data = AlignedBuf::new(total, func).into_raw();
-        buffer_init(backend, cpu_buffer_iface(false), data.cast(), total).as_ptr()
+        buffer_init(Some(backend), cpu_buffer_iface(false), data.cast(), total).as_ptr()
     })
 }
 
+/// # Safety
+/// Any argument: the backend is not read.
 unsafe extern "C" fn cpu_get_alignment(_backend: wsp_ggml_backend_t) -> usize {
     TENSOR_ALIGNMENT
 }
 
+/// # Safety
+/// `tensor` is a live tensor whose `data` (when set) holds its
+/// `nbytes`; `data` holds `size` readable bytes.
 unsafe extern "C" fn cpu_set_tensor_async(
     _backend: wsp_ggml_backend_t,
     tensor: *mut wsp_ggml_tensor,
@@ -284,6 +313,9 @@ unsafe extern "C" fn cpu_set_tensor_async(
     })
 }
 
+/// # Safety
+/// `tensor` is a live tensor whose `data` (when set) holds its
+/// `nbytes`; `data` holds `size` writable bytes.
 unsafe extern "C" fn cpu_get_tensor_async(
     _backend: wsp_ggml_backend_t,
     tensor: *const wsp_ggml_tensor,
@@ -304,8 +336,13 @@ unsafe extern "C" fn cpu_get_tensor_async(
     })
 }
 
+/// # Safety
+/// Any argument: nothing is read.
 unsafe extern "C" fn cpu_synchronize(_backend: wsp_ggml_backend_t) {}
 
+/// # Safety
+/// `src` and `dst` are live tensors of the same size; `dst` is in host
+/// memory (a CPU buffer) holding `nbytes(src)` bytes.
 unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
     guard(func, || {
@@ -315,6 +352,9 @@ unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut
     })
 }
 
+/// # Safety
+/// `src` and `dst` are live tensors of the same size; `src` is in host
+/// memory (a CPU buffer) holding `nbytes(src)` bytes.
 unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
     guard(func, || {
@@ -326,17 +366,21 @@ unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut w
 
 fn plan_for(ctx: &CpuContext, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_cplan {
     // SAFETY: ggml computes the plan from the caller's graph, which is valid (API contract).
-    let mut cplan = unsafe { ggml::wsp_ggml_graph_plan(cgraph, ctx.n_threads) };
-    cplan.abort_callback = ctx.abort_callback;
-    cplan.abort_callback_data = ctx.abort_callback_data;
+    let mut cplan = unsafe { ggml::wsp_ggml_graph_plan(cgraph, ctx.n_threads.get()) };
+    cplan.abort_callback = ctx.abort_callback.get();
+    cplan.abort_callback_data = ctx.abort_callback_data.get();
     cplan
 }
 
+/// # Safety
+/// `backend` is a live CPU backend; `cgraph` is a live graph whose
+/// tensors are allocated in host memory.
 unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
     let func = "wsp_ggml_backend_graph_plan_create";
     guard(func, || {
         // SAFETY: the backend this callback was called on: live for the call.
-        let ctx = cpu_context(unsafe { BackendRef::from_c(backend, func, "backend") }, func);
+        let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
+        let ctx = cpu_context(&backend, func);
         // SAFETY: the caller's graph: live for the call (C contract).
         let graph = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
         let mut cplan = plan_for(ctx, graph.as_ptr());
@@ -348,6 +392,8 @@ unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: 
     })
 }
 
+/// # Safety
+/// `plan` is NULL or a plan made by `cpu_graph_plan_create`, freed once.
 unsafe extern "C" fn cpu_graph_plan_free(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     guard("wsp_ggml_backend_graph_plan_free", || {
         if let Some(p) = NonNull::new(plan.cast::<CpuPlan>()) {
@@ -357,6 +403,9 @@ unsafe extern "C" fn cpu_graph_plan_free(_backend: wsp_ggml_backend_t, plan: wsp
     })
 }
 
+/// # Safety
+/// `plan` is a live plan made by `cpu_graph_plan_create`, whose graph's
+/// tensors are still allocated in host memory; used by one caller at a time.
 unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_compute";
     guard(func, || {
@@ -368,29 +417,34 @@ unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: 
     })
 }
 
+/// # Safety
+/// `backend` is a live CPU backend; `cgraph` is a live graph whose
+/// tensors are allocated in host memory.
 unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
     guard(func, || {
         // SAFETY: the backend this callback was called on and the caller's
         // graph: live for the call (C contract).
         let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(cgraph, func, "cgraph")) };
-        let mut cplan = {
-            let ctx = cpu_context(backend, func);
-            let mut cplan = plan_for(ctx, graph.as_ptr());
-            ctx.work.reserve_scratch(cplan.work_size, func);
-            cplan.work_data = if cplan.work_size > 0 { ctx.work.as_ptr() } else { ptr::null_mut() };
-            ctx.computing = true;
-            cplan
-        };
-        // No reference to the context is held while ggml.c computes: its
-        // abort callback may call back in (and reads are fine).
+        let ctx = cpu_context(&backend, func);
+        let mut cplan = plan_for(ctx, graph.as_ptr());
+        // (the work buffer is taken out while ggml.c computes with it, and
+        // put back after: no call from the abort callback can reach it)
+        let mut work = ctx.work.take();
+        work.reserve_scratch(cplan.work_size, func);
+        cplan.work_data = if cplan.work_size > 0 { work.as_ptr() } else { ptr::null_mut() };
+        ctx.computing.set(true);
+        // The abort callback may call back in while ggml.c computes: only
+        // calls that leave the context alone pass (cpu_context).
         // SAFETY: valid graph and a cplan whose work buffer holds work_size bytes.
         unsafe { ggml::wsp_ggml_graph_compute(graph.as_ptr(), &mut cplan) };
-        // SAFETY: the live context of this backend (cpu_context_ptr).
-        unsafe { (*cpu_context_ptr(backend, func)).computing = false };
+        ctx.computing.set(false);
+        ctx.work.set(work);
     })
 }
 
+/// # Safety
+/// Any argument: nothing is read (the CPU backend runs every op).
 unsafe extern "C" fn cpu_supports_op(_backend: wsp_ggml_backend_t, _op: *const wsp_ggml_tensor) -> bool {
     true
 }
@@ -398,7 +452,71 @@ unsafe extern "C" fn cpu_supports_op(_backend: wsp_ggml_backend_t, _op: *const w
 /// `wsp_ggml_backend_cpu_set_abort_callback`: handed to ggml's cplan, which
 /// checks it between nodes and stops the compute when it returns true.
 pub fn set_abort_callback(backend: BackendRef, callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>, data: *mut c_void) {
-    let ctx = cpu_context(backend, "wsp_ggml_backend_cpu_set_abort_callback");
-    ctx.abort_callback = callback;
-    ctx.abort_callback_data = data;
+    let ctx = cpu_context(&backend, "wsp_ggml_backend_cpu_set_abort_callback");
+    ctx.abort_callback.set(callback);
+    ctx.abort_callback_data.set(data);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{tensor_get, tensor_set};
+    use crate::ggml::zeroed_tensor;
+
+    /// A [16] f32 tensor at `data` in `buffer` (the tests' stub of
+    /// wsp_ggml_nbytes, sched/tests.rs, gives 64 bytes).
+    fn tensor_in(buffer: BufferRef, data: *mut c_void) -> wsp_ggml_tensor {
+        let mut t = zeroed_tensor();
+        t.ne = [16, 1, 1, 1];
+        t.nb = [4, 64, 64, 64];
+        t.buffer = buffer.as_ptr();
+        t.data = data;
+        t
+    }
+
+    /// The CPU backend's buffer and tensor callbacks, reached through the
+    /// interface tables as C reaches them (and run under Miri by
+    /// scripts/miri): buffers owned and over caller memory, set/get with
+    /// offsets, a copy between CPU tensors, the context's settings, frees.
+    #[test]
+    fn cpu_buffers_and_tensor_io_through_the_interface() {
+        let cpu = cpu_init();
+        assert!(is_cpu(cpu));
+        set_n_threads(cpu, 3);
+        assert_eq!(cpu_context(&cpu, "test").n_threads.get(), 3);
+        // SAFETY: made by the CPU backend just now; freed below.
+        let owned = unsafe { BufferRef::new(cpu.alloc_buffer(128)) }.expect("a buffer");
+        assert!(is_cpu_buffer(owned));
+        assert_eq!(owned.backend(), Some(cpu));
+        assert_eq!(owned.size(), 128 + TENSOR_ALIGNMENT);
+        let base = owned.base();
+        assert_eq!(base as usize % TENSOR_ALIGNMENT, 0);
+
+        let mut host = vec![0f32; 16];
+        let over = buffer_from_ptr(Some(cpu), host.as_mut_ptr().cast(), 64);
+        assert!(is_cpu_buffer(over));
+        assert_eq!(over.base(), host.as_mut_ptr().cast());
+
+        let mut a = tensor_in(owned, base);
+        let mut b = tensor_in(over, over.base());
+        // SAFETY: local tensors, live until the end of the test.
+        let (ta, tb) = unsafe { (TensorRef::new(&mut a).expect("a"), TensorRef::new(&mut b).expect("b")) };
+        let src: Vec<f32> = (0..16).map(|i| i as f32).collect();
+        tensor_set(ta, src.as_ptr().cast(), 0, 64);
+        let mut back = vec![0f32; 16];
+        tensor_get(ta, back.as_mut_ptr().cast(), 0, 64);
+        assert_eq!(back, src);
+        tensor_get(ta, back.as_mut_ptr().cast(), 8, 8);
+        assert_eq!(&back[..2], &[2.0, 3.0]);
+        tensor_set(ta, src[10..].as_ptr().cast(), 4, 4);
+        crate::copy::tensor_copy(ta, tb);
+        // SAFETY: tb's memory is `host`; no reference to it is live.
+        let copied = unsafe { core::slice::from_raw_parts(b.data.cast::<f32>(), 16) }.to_vec();
+        assert_eq!(copied[..3], [0.0, 10.0, 2.0]);
+        assert_eq!(copied[3..], src[3..]);
+
+        over.free();
+        owned.free();
+        cpu.free();
+    }
 }

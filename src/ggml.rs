@@ -603,7 +603,7 @@ mod tests {
     impl Fixture {
         fn new(size: usize) -> Fixture {
             let mut mem = vec![0u8; size];
-            let buffer = crate::cpu::buffer_from_ptr(core::ptr::null_mut(), mem.as_mut_ptr().cast(), size);
+            let buffer = crate::cpu::buffer_from_ptr(None, mem.as_mut_ptr().cast(), size);
             let alignment = buffer.alignment();
             let base = buffer.base() as usize;
             let align_offset = (alignment - base % alignment) % alignment;

@@ -176,7 +176,12 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_grap
     wsp_ggml_backend_graph_copy { buffer, ctx_allocated: c.ctx_allocated, ctx_unallocated: c.ctx_unallocated, graph: copy }
 }
 
-pub fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
+/// Free what `graph_copy` made for `copy`.
+///
+/// # Safety
+/// `copy` was returned by [`graph_copy`] and is not freed yet; none of its
+/// tensors is used afterwards.
+pub unsafe fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
     // SAFETY: NULL or the buffer graph_copy made for this copy, not freed
     // yet (the caller's contract: each copy is freed once).
     if let Some(b) = unsafe { BufferRef::new(copy.buffer) } {
@@ -231,5 +236,6 @@ pub fn compare_graph_backend(
             break;
         }
     }
-    graph_copy_free(copy);
+    // SAFETY: made by graph_copy above, freed once; its tensors are not used after.
+    unsafe { graph_copy_free(copy) };
 }

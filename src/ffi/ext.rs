@@ -66,7 +66,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
     user_data: *mut c_void,
 ) {
     let func = "wsp_ggml_backend_sched_set_eval_callback";
-    guard(func, || super::sched(sched, func).with_mut(func, |s| s.set_eval_callback(callback, user_data)))
+    // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+    guard(func, || unsafe { super::sched(sched, func) }.with_mut(func, |s| s.set_eval_callback(callback, user_data)))
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).
@@ -76,7 +77,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_splits";
-    guard(func, || super::sched(sched, func).with_ref(func, |s| s.n_splits() as c_int))
+    // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+    guard(func, || unsafe { super::sched(sched, func) }.with_ref(func, |s| s.n_splits() as c_int))
 }
 
 /// # Safety
@@ -84,7 +86,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_bac
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_backends";
-    guard(func, || super::sched(sched, func).with_ref(func, |s| s.n_backends() as c_int))
+    // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+    guard(func, || unsafe { super::sched(sched, func) }.with_ref(func, |s| s.n_backends() as c_int))
 }
 
 /// The backend at priority index `i` (aborts if out of range).
@@ -95,7 +98,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_b
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
     let func = "wsp_ggml_backend_sched_get_backend";
     guard(func, || {
-        let (b, n) = super::sched(sched, func).with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        let (b, n) =
+            unsafe { super::sched(sched, func) }.with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
         b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{n})"))).as_ptr()
     })
 }
@@ -113,7 +118,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
     guard(func, || {
         // SAFETY: `node` is live for the call (# Safety above).
         let node = unsafe { TensorRef::from_c(node, func, "node") };
-        super::sched(sched, func).with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { super::sched(sched, func) }.with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
 
@@ -127,7 +133,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
     guard(func, || {
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
-        super::sched(sched, func).with_ref(func, |s| s.buffer_size(backend, func))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { super::sched(sched, func) }.with_ref(func, |s| s.buffer_size(backend, func))
     })
 }
 
@@ -138,7 +145,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
     let func = "wsp_ggml_backend_sched_reset";
-    guard(func, || super::sched(sched, func).with_mut(func, Sched::reset))
+    // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+    guard(func, || unsafe { super::sched(sched, func) }.with_mut(func, Sched::reset))
 }
 
 /// Measure `graph` and grow (never shrink) the compute buffers so it fits.
@@ -152,7 +160,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_
     guard(func, || {
         // SAFETY: `graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
-        super::sched(sched, func).with_mut(func, |s| s.reserve(graph))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { super::sched(sched, func) }.with_mut(func, |s| s.reserve(graph))
     })
 }
 
@@ -171,7 +180,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
-        let info = super::sched(sched, func).with_ref(func, |s| usize::try_from(i_split).ok().and_then(|i| s.split_info(i)));
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        let info = unsafe { super::sched(sched, func) }.with_ref(func, |s| usize::try_from(i_split).ok().and_then(|i| s.split_info(i)));
         let Some((backend, i_start, i_end, n_inputs, st)) = info else {
             return false;
         };
@@ -205,7 +215,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
         }
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
-        let Some(st) = super::sched(sched, func).with_ref(func, |s| s.backend_stats(backend)) else { return false };
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        let Some(st) = unsafe { super::sched(sched, func) }.with_ref(func, |s| s.backend_stats(backend)) else { return false };
         let out = wsp_ggml_backend_sched_backend_stats {
             n_splits: st.n_splits as c_int,
             n_copies: st.n_copies as c_int,
@@ -260,7 +271,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
 /// `copy` was returned by `wsp_ggml_backend_graph_copy` and is not freed yet.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
-    guard("wsp_ggml_backend_graph_copy_free", || graph_copy::graph_copy_free(copy))
+    guard("wsp_ggml_backend_graph_copy_free", || {
+        // SAFETY: a copy made by graph_copy, freed once (# Safety above).
+        unsafe { graph_copy::graph_copy_free(copy) }
+    })
 }
 
 /// `graph` is allocated on `backend1`: copy it to `backend2`, compute both

@@ -69,17 +69,41 @@ macro_rules! from_c {
 
 from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef => wsp_ggml_backend, BufferRef => buf::wsp_ggml_backend_buffer);
 
-/// The scheduler behind a handle (every borrow of it goes through the
-/// cell, which aborts on a call from inside one of its callbacks that would
-/// conflict with the work in progress).
-fn sched<'a>(s: wsp_ggml_backend_sched_t, func: &str) -> &'a SchedCell {
-    if s.is_null() {
-        fatal(func, "argument 'sched' is NULL");
+/// A scheduler handle from C: the `Box<SchedCell>` that `sched_new` made.
+/// Every borrow of the scheduler goes through the cell, which aborts on a
+/// call from inside one of its callbacks that would conflict with the work
+/// in progress.
+#[derive(Clone, Copy)]
+pub(crate) struct SchedRef(core::ptr::NonNull<SchedCell>);
+
+impl SchedRef {
+    /// The handle on `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or a scheduler made by `wsp_ggml_backend_sched_new` and
+    /// not freed, for as long as the handle or a copy of it is used.
+    unsafe fn new(p: *mut wsp_ggml_backend_sched) -> Option<Self> {
+        core::ptr::NonNull::new(p.cast::<SchedCell>()).map(SchedRef)
     }
-    // SAFETY: non-NULL scheduler handles come from Box<SchedCell> in
-    // sched_new and stay valid until sched_free (C contract); the cell is
-    // only ever shared.
-    unsafe { &*s.cast::<SchedCell>() }
+}
+
+impl core::ops::Deref for SchedRef {
+    type Target = SchedCell;
+    fn deref(&self) -> &SchedCell {
+        // SAFETY: the handle's invariant (`new`); the cell is only ever shared.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+from_c!(SchedRef => wsp_ggml_backend_sched);
+
+/// The scheduler behind `s`, aborting if it is NULL.
+///
+/// # Safety
+/// As [`SchedRef::new`], for the rest of the call.
+unsafe fn sched(s: wsp_ggml_backend_sched_t, func: &str) -> SchedRef {
+    // SAFETY: the caller's contract.
+    unsafe { SchedRef::from_c(s, func, "sched") }
 }
 
 //
@@ -377,7 +401,12 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
     ptr: *mut c_void,
     size: usize,
 ) -> wsp_ggml_backend_buffer_t {
-    guard("wsp_ggml_backend_cpu_buffer_from_ptr", || cpu::buffer_from_ptr(backend_cpu, ptr, size).as_ptr())
+    let func = "wsp_ggml_backend_cpu_buffer_from_ptr";
+    guard(func, || {
+        // SAFETY: `backend_cpu` is NULL (ggml-alloc.c passes NULL) or live (# Safety above).
+        let backend = unsafe { BackendRef::from_c_opt(backend_cpu) };
+        cpu::buffer_from_ptr(backend, ptr, size).as_ptr()
+    })
 }
 
 //
@@ -438,7 +467,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_bac
     guard(func, || {
         // SAFETY: `measure_graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(measure_graph, func, "measure_graph") };
-        self::sched(sched, func).with_mut(func, |s| s.init_measure(graph))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.init_measure(graph))
     })
 }
 
@@ -454,7 +484,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // (the caller may allocate with it: a change, not a read)
-        self::sched(sched, func).with_mut(func, |s| s.get_tallocr(backend, func))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.get_tallocr(backend, func))
     })
 }
 
@@ -469,7 +500,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
     guard(func, || {
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
-        self::sched(sched, func).with_ref(func, |s| s.get_buffer(backend, func))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { self::sched(sched, func) }.with_ref(func, |s| s.get_buffer(backend, func))
     })
 }
 
@@ -487,7 +519,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
     guard(func, || {
         // SAFETY: `node` and `backend` are live for the call (# Safety above).
         let (node, backend) = unsafe { (TensorRef::from_c(node, func, "node"), BackendRef::from_c(backend, func, "backend")) };
-        self::sched(sched, func).with_mut(func, |s| s.set_node_backend(node, backend))
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.set_node_backend(node, backend))
     })
 }
 
@@ -501,7 +534,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_ba
     guard(func, || {
         // SAFETY: `graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
-        self::sched(sched, func).graph_compute(graph)
+        // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
+        unsafe { self::sched(sched, func) }.graph_compute(graph)
     })
 }
 
@@ -510,7 +544,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_ba
 //
 
 /// # Safety
-/// `backend` is NULL or a live backend; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
+/// `backend` is NULL or a live backend that outlives the buffer; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     backend: *mut wsp_ggml_backend,
@@ -518,5 +552,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
 ) -> wsp_ggml_backend_buffer_t {
-    guard("wsp_ggml_backend_buffer_init", || buf::buffer_init(backend, iface, context, size).as_ptr())
+    guard("wsp_ggml_backend_buffer_init", || {
+        // SAFETY: `backend` is NULL or live, and outlives the buffer (# Safety above).
+        let backend = unsafe { BackendRef::from_c_opt(backend) };
+        buf::buffer_init(backend, iface, context, size).as_ptr()
+    })
 }
