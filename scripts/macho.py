@@ -5,7 +5,8 @@ to localize symbols in Mach-O).
 - `read_archive` / the members of an `ar` archive (GNU or BSD names);
 - `localize`: a 64-bit MH_OBJECT whose only external definitions are the
   names given, every other definition made local (N_EXT and N_PEXT cleared,
-  weak flags dropped), the symbol table reordered as Mach-O requires
+  weak flags dropped) or, for names asked for that nothing refers to,
+  removed from the symbol table; the symbol table reordered as Mach-O requires
   (locals, then external definitions, then undefined names, each of the last
   two sorted by name) and every symbol index that points into it (external
   relocations, the indirect symbol table) renumbered;
@@ -18,6 +19,8 @@ MH_OBJECT = 0x1
 LC_SEGMENT_64 = 0x19
 LC_SYMTAB = 0x2
 LC_DYSYMTAB = 0xB
+LC_DATA_IN_CODE = 0x29
+LC_LINKER_OPTIMIZATION_HINT = 0x2E
 N_STAB = 0xE0
 N_PEXT = 0x10
 N_TYPE = 0x0E
@@ -110,10 +113,13 @@ def _strtab_name(data, stroff, strx):
     return data[stroff + strx:end].decode()
 
 
-def localize(data, keep):
+def localize(data, keep, drop=()):
     """A copy of MH_OBJECT `data` whose external definitions are only the
-    names in `keep` (Mach-O names, with their leading underscore); returns
-    (new bytes, [names made local])."""
+    names in `keep` (Mach-O names, with their leading underscore); the names
+    in `drop` that nothing in the object refers to (no relocation, no
+    indirect symbol) are removed from the symbol table altogether (their
+    bytes stay, as dead code). Returns (new bytes, [names made local],
+    [names removed])."""
     _cpu, filetype, _n = _header(data)
     if filetype != MH_OBJECT:
         raise MachOError("not a relocatable object (MH_OBJECT)")
@@ -148,29 +154,48 @@ def localize(data, keep):
         syms[i][3] &= ~(N_WEAK_DEF | N_WEAK_REF) & 0xFFFF
     extdefs.sort(key=lambda i: names[i])
     undefs.sort(key=lambda i: names[i])
+
+    # symbols that relocations and the indirect symbol table refer to
+    referenced = set()
+    reloc_tables = [(reloff, nreloc) for *_x, reloff, nreloc in sections(data)] + [(extreloff, nextrel), (locreloff, nlocrel)]
+    for off, count in reloc_tables:
+        for r in range(count):
+            address, info = struct.unpack_from("<iI", data, off + 8 * r)
+            if address & R_SCATTERED:
+                raise MachOError("scattered relocation (not used on arm64 or x86_64)")
+            if info >> 27 & 1:
+                referenced.add(info & 0xFFFFFF)
+    for k in range(nindirectsyms):
+        v = struct.unpack_from("<I", data, indirectsymoff + 4 * k)[0]
+        if not v & (INDIRECT_SYMBOL_LOCAL | INDIRECT_SYMBOL_ABS):
+            referenced.add(v)
+    # removing shortens the symbol table: only where the string table
+    # follows it directly and ends the file (as LLVM writes objects)
+    linkedit = [off for off, count in reloc_tables if count] + ([indirectsymoff] if nindirectsyms else []) + \
+        [struct.unpack_from("<I", data, at + 8)[0] for c, at, _s in cmds if c in (LC_DATA_IN_CODE, LC_LINKER_OPTIMIZATION_HINT)]
+    can_shrink = stroff == symoff + 16 * nsyms and stroff + _strsize == len(data) and all(off < symoff for off in linkedit)
+    dropped = [i for i in newly if names[i] in drop and i not in referenced] if can_shrink else []
+    newly = [i for i in newly if i not in dropped]
     order = locals_ + newly + extdefs + undefs
     new_index = {old: new for new, old in enumerate(order)}
 
-    out = bytearray(data)
+    out = bytearray(data[:symoff + 16 * len(order)] + data[stroff:])
     for new, old in enumerate(order):
         struct.pack_into("<IBBHQ", out, symoff + 16 * new, *syms[old])
+    struct.pack_into("<II", out, symtab + 12, len(order), symoff + 16 * len(order))
 
     def renumber_relocs(off, count):
         for r in range(count):
             at = off + 8 * r
             address, info = struct.unpack_from("<iI", out, at)
-            if address & R_SCATTERED:
-                raise MachOError("scattered relocation (not used on arm64 or x86_64)")
             if info >> 27 & 1:  # r_extern: r_symbolnum is a symbol index
                 sym = info & 0xFFFFFF
                 if sym not in new_index:
                     raise MachOError(f"relocation to symbol {sym} of {nsyms}")
                 struct.pack_into("<I", out, at + 4, (info & ~0xFFFFFF) | new_index[sym])
 
-    for _seg, _sect, _off, _size, reloff, nreloc in sections(data):
-        renumber_relocs(reloff, nreloc)
-    renumber_relocs(extreloff, nextrel)
-    renumber_relocs(locreloff, nlocrel)
+    for off, count in reloc_tables:
+        renumber_relocs(off, count)
     for k in range(nindirectsyms):
         at = indirectsymoff + 4 * k
         v = struct.unpack_from("<I", out, at)[0]
@@ -179,4 +204,4 @@ def localize(data, keep):
 
     dy[0:6] = [0, len(locals_) + len(newly), len(locals_) + len(newly), len(extdefs), len(locals_) + len(newly) + len(extdefs), len(undefs)]
     struct.pack_into("<18I", out, dysymtab + 8, *dy)
-    return bytes(out), sorted(names[i] for i in newly)
+    return bytes(out), sorted(names[i] for i in newly), sorted(names[i] for i in dropped)
