@@ -2,9 +2,9 @@
 
 use crate::prelude::*;
 
-use crate::backend::{backend_of, tensor_get, tensor_set};
 use crate::fatal::check;
 use crate::ggml::TensorRef;
+use crate::handle::{backend_of, tensor_get, tensor_set};
 
 const FUNC: &str = "wsp_ggml_backend_tensor_copy";
 

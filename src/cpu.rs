@@ -6,16 +6,12 @@ use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::{self, NonNull};
 
-use crate::backend::{
-    tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef,
-};
-use crate::buffer::{buffer_init, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{check, fatal, guard};
-use crate::ffi::FromC;
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, GraphRef, TensorRef};
-
-/// Alignment of CPU buffers and of tensors in them (enough for AVX-512).
-pub const TENSOR_ALIGNMENT: usize = 64;
+use crate::handle::{
+    buffer_init, cpu_buffer_iface, fn_addr, tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_buffer_t,
+    wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef, BufferRef, FromC, TENSOR_ALIGNMENT,
+};
 
 /// A 64-byte aligned host allocation from `posix_memalign`, freed on drop.
 pub struct AlignedBuf {
@@ -93,24 +89,6 @@ struct CpuPlan {
     _work: AlignedBuf,
 }
 
-/// CPU buffers: `context` is the base pointer; `free_buffer` frees it.
-static CPU_BUFFER_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
-    free_buffer: Some(cpu_buffer_free_buffer),
-    get_base: Some(cpu_buffer_get_base),
-    get_alloc_size: None, // defaults to wsp_ggml_nbytes
-    init_tensor: None,
-    free_tensor: None,
-};
-
-/// Buffers over caller memory: nothing to free.
-static CPU_BUFFER_FROM_PTR_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
-    free_buffer: None,
-    get_base: Some(cpu_buffer_get_base),
-    get_alloc_size: None,
-    init_tensor: None,
-    free_tensor: None,
-};
-
 /// One static table, so `is_cpu` can compare the `get_name` pointer.
 static CPU_BACKEND_I: wsp_ggml_backend_i = wsp_ggml_backend_i {
     get_name: Some(cpu_get_name),
@@ -140,12 +118,6 @@ fn cpu_backend_iface() -> wsp_ggml_backend_i {
     unsafe { ptr::read_volatile(&CPU_BACKEND_I) }
 }
 
-fn cpu_buffer_iface(from_ptr: bool) -> wsp_ggml_backend_buffer_i {
-    let table = if from_ptr { &CPU_BUFFER_FROM_PTR_I } else { &CPU_BUFFER_I };
-    // SAFETY: reading a plain-data static through a valid reference.
-    unsafe { ptr::read_volatile(table) }
-}
-
 /// `wsp_ggml_backend_cpu_init`.
 pub fn cpu_init() -> BackendRef {
     let ctx = Box::new(CpuContext {
@@ -160,12 +132,6 @@ pub fn cpu_init() -> BackendRef {
     unsafe { BackendRef::new(Box::into_raw(backend)) }.expect("Box is never NULL")
 }
 
-fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
-    // SAFETY: F is always a function-pointer type here (same size as usize);
-    // only its address is taken.
-    f.map(|f| unsafe { core::mem::transmute_copy::<F, usize>(&f) })
-}
-
 pub fn is_cpu(backend: BackendRef) -> bool {
     // (only the one slot, read as above: the scheduler asks this for every
     // supports_op question, and a volatile copy of the whole table costs a
@@ -173,16 +139,6 @@ pub fn is_cpu(backend: BackendRef) -> bool {
     // SAFETY: reading one field of a plain-data static.
     let cpu = unsafe { ptr::read_volatile(ptr::addr_of!(CPU_BACKEND_I.get_name)) };
     fn_addr(backend.iface().get_name) == fn_addr(cpu)
-}
-
-/// Buffers made by the CPU backend (owned or over caller memory).
-pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
-    let base = fn_addr(buffer.iface().get_base);
-    // SAFETY: reading one field of each plain-data static (see is_cpu).
-    let (own, from_ptr) = unsafe {
-        (ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_I.get_base)), ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_FROM_PTR_I.get_base)))
-    };
-    base == fn_addr(own) || base == fn_addr(from_ptr)
 }
 
 /// The CPU context of `backend` (shared: see `CpuContext`), aborting
@@ -243,28 +199,6 @@ unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
             drop(Box::from_raw((*backend).context.cast::<CpuContext>()));
             drop(Box::from_raw(backend));
         }
-    })
-}
-
-/// # Safety
-/// `buffer` is a live buffer of `CPU_BUFFER_I` or `CPU_BUFFER_FROM_PTR_I`
-/// (its context is its base).
-unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
-    let func = "wsp_ggml_backend_buffer_get_base";
-    // SAFETY: the buffer this callback was called on: live for the call.
-    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
-}
-
-/// # Safety
-/// `buffer` is a live `CPU_BUFFER_I` buffer (its context is the
-/// `posix_memalign` allocation `cpu_alloc_buffer` made), freed once.
-unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
-    let func = "wsp_ggml_backend_buffer_free";
-    guard(func, || {
-        // SAFETY: the buffer this callback was called on: live for the call.
-        let data = unsafe { BufferRef::from_c(buffer, func, "buffer") }.context();
-        // SAFETY: CPU_BUFFER_I buffers own a posix_memalign allocation (cpu_alloc_buffer).
-        unsafe { libc::free(data) }
     })
 }
 
@@ -460,8 +394,8 @@ pub fn set_abort_callback(backend: BackendRef, callback: Option<unsafe extern "C
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{tensor_get, tensor_set};
     use crate::ggml::zeroed_tensor;
+    use crate::handle::{is_cpu_buffer, tensor_get, tensor_set};
 
     /// A [16] f32 tensor at `data` in `buffer` (the tests' stub of
     /// wsp_ggml_nbytes, sched/tests.rs, gives 64 bytes).

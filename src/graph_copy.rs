@@ -6,11 +6,11 @@ use crate::prelude::*;
 
 use core::ffi::c_void;
 
-use crate::backend::BackendRef;
-use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_init_params, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::handle::BackendRef;
+use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::ptrmap::PtrMap;
 
 /// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.

@@ -2,24 +2,23 @@
 //! `wsp_ggml_` prefix) that is a C-ABI drop-in: same symbols, same signatures,
 //! same struct layouts, same results.
 //!
-//! Layout of the crate:
-//! - `sys`: every `#[repr(C)]` mirror, the functions imported from ggml
-//!   (ggml.c and ggml-alloc.c stay C, in the user's build), layout checks;
-//! - `ggml`: safe handles on ggml's tensors and graphs;
-//! - `buffer`, `backend`: the two interface structs and their dispatch;
-//! - `copy`: tensor copies between backends;
-//! - `cpu`: the CPU backend;
-//! - `sched`: the multi-backend split scheduler;
-//! - `graph_copy`: copying a graph to another backend and comparing backends;
-//! - `ptrmap`: a small map from 64-bit keys (graph copies; the scheduler's
-//!   user assignments and input copies; it keys its tensors in a
-//!   ggml-compatible table of its own, `sched/table.rs`);
-//! - `platform`: what the library takes from libc (stderr, abort, getenv,
-//!   clock) and, without std, its allocator and panic handler;
-//! - `prelude`: `alloc`'s types under the names std's prelude gives them;
-//! - `ffi`: the exported `extern "C"` functions, thin and boring; the C
-//!   pointers they are given become handles through one trait, `ffi::FromC`
-//!   (making a handle from a raw pointer is `unsafe` everywhere).
+//! Layout of the crate, in layers that import only downward (bottom to
+//! top; `scripts/layers` checks it):
+//! - `prelude`, `platform`, `fatal`, `ptrmap`, `sys`: `alloc`'s types under
+//!   std's prelude names; what the library takes from libc (stderr, abort,
+//!   getenv, clock) and, without std, its allocator and panic handler; the
+//!   error policy; a small map from 64-bit keys; every `#[repr(C)]` mirror,
+//!   the functions imported from ggml (ggml.c and ggml-alloc.c stay C, in
+//!   the user's build) and the layout facts;
+//! - `ggml`: safe handles on ggml's tensors and graphs (sys types only);
+//! - `handle`: `BackendRef` and `BufferRef`, the dispatch through their
+//!   interfaces, the host-buffer interface, and `FromC`, the one place where
+//!   C's pointers become handles (making one is `unsafe` everywhere);
+//! - `copy`, `cpu`, `graph_copy`: tensor copies between backends, the CPU
+//!   backend, copying a graph to another backend and comparing backends;
+//! - `sched`: the multi-backend split scheduler (its own layers: ids, table,
+//!   record, allocator, state, passes, reuse, placement, cell; the driver);
+//! - `ffi`: the exported `extern "C"` functions, thin and boring.
 //!
 //! Only `ffi` is public: everything the library offers is its C API; the
 //! other modules are private, so that the dead-code lint sees all of them.
@@ -30,8 +29,6 @@
 
 extern crate alloc;
 
-mod backend;
-mod buffer;
 mod copy;
 mod cpu;
 mod fatal;
@@ -39,6 +36,7 @@ pub mod ffi;
 /// cbindgen:ignore
 mod ggml;
 mod graph_copy;
+mod handle;
 mod platform;
 mod prelude;
 mod ptrmap;

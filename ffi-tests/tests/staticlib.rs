@@ -166,11 +166,22 @@ fn renamed_copy(lib: &Path, tag: &str) -> PathBuf {
     copy
 }
 
+/// `libs` with every member loaded (`--whole-archive`): whether two copies
+/// clash must not depend on which members a program happens to need (the
+/// partition of code into members changes with the code).
+fn whole(libs: &[&Path]) -> Vec<PathBuf> {
+    let mut v = vec![PathBuf::from("-Wl,--whole-archive")];
+    v.extend(libs.iter().map(|l| l.to_path_buf()));
+    v.push(PathBuf::from("-Wl,--no-whole-archive"));
+    v
+}
+
 #[test]
 fn two_renamed_copies_link_into_one_program() {
     let lib = harness::staticlib();
     let copy = renamed_copy(&lib, "shipped");
-    let exe = harness::build_against_libs("two_copies", &["two_copies.c"], &[&lib, &copy]);
+    let libs = whole(&[&lib, &copy]);
+    let exe = harness::build_against_libs("two_copies", &["two_copies.c"], &libs.iter().map(PathBuf::as_path).collect::<Vec<_>>());
     let o = harness::run(&exe, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "copy one: 15\ncopy two: 35\n");
@@ -178,6 +189,10 @@ fn two_renamed_copies_link_into_one_program() {
     // cargo's own archive cannot do this: std is defined in both copies.
     let raw = harness::raw_staticlib();
     let raw_copy = renamed_copy(&raw, "raw");
-    let err = std::panic::catch_unwind(|| harness::build_against_libs("two_copies-raw", &["two_copies.c"], &[&raw, &raw_copy]));
-    assert!(err.is_err(), "two copies of cargo's archive linked, so this test cannot tell the difference");
+    let raw_libs = whole(&[&raw, &raw_copy]);
+    let raw_libs: Vec<&Path> = raw_libs.iter().map(PathBuf::as_path).collect();
+    let err = std::panic::catch_unwind(|| harness::build_against_libs("two_copies-raw", &["two_copies.c"], &raw_libs));
+    let why = err.err().map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default());
+    let why = why.expect("two copies of cargo's archive linked, so this test cannot tell the difference");
+    assert!(why.contains("multiple definition"), "two copies of cargo's archive failed to link for another reason:\n{why}");
 }

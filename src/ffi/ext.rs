@@ -8,11 +8,11 @@ use crate::prelude::*;
 
 use core::ffi::{c_int, c_void};
 
-use super::{wsp_ggml_backend_sched_t, FromC};
-use crate::backend::{wsp_ggml_backend_t, BackendRef};
+use super::sched_handle::{sched_ref, wsp_ggml_backend_sched_t};
 use crate::fatal::{fatal, guard};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
+use crate::handle::{wsp_ggml_backend_t, BackendRef, FromC};
 use crate::sched::Sched;
 
 /// Evaluation callback: asked (`ask` = true) whether the caller wants to see
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 ) {
     let func = "wsp_ggml_backend_sched_set_eval_callback";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { super::sched(sched, func) }.with_mut(func, |s| s.set_eval_callback(callback, user_data)))
+    guard(func, || unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.set_eval_callback(callback, user_data)))
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_splits";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { super::sched(sched, func) }.with_ref(func, |s| s.n_splits() as c_int))
+    guard(func, || unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_splits() as c_int))
 }
 
 /// # Safety
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_bac
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
     let func = "wsp_ggml_backend_sched_get_n_backends";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { super::sched(sched, func) }.with_ref(func, |s| s.n_backends() as c_int))
+    guard(func, || unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_backends() as c_int))
 }
 
 /// The backend at priority index `i` (aborts if out of range).
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_back
     guard(func, || {
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
         let (b, n) =
-            unsafe { super::sched(sched, func) }.with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
+            unsafe { sched_ref(sched, func) }.with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
         b.unwrap_or_else(|| fatal(func, &format!("argument 'i' ({i}) is out of range (0..{n})"))).as_ptr()
     })
 }
@@ -119,7 +119,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
         // SAFETY: `node` is live for the call (# Safety above).
         let node = unsafe { TensorRef::from_c(node, func, "node") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { super::sched(sched, func) }.with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+        unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.tensor_backend(node)).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
 
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { super::sched(sched, func) }.with_ref(func, |s| s.buffer_size(backend, func))
+        unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.buffer_size(backend, func))
     })
 }
 
@@ -146,7 +146,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
     let func = "wsp_ggml_backend_sched_reset";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { super::sched(sched, func) }.with_mut(func, Sched::reset))
+    guard(func, || unsafe { sched_ref(sched, func) }.with_mut(func, Sched::reset))
 }
 
 /// Measure `graph` and grow (never shrink) the compute buffers so it fits.
@@ -161,7 +161,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_
         // SAFETY: `graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { super::sched(sched, func) }.with_mut(func, |s| s.reserve(graph))
+        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.reserve(graph))
     })
 }
 
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
             fatal(func, "argument 'stats' is NULL");
         }
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        let info = unsafe { super::sched(sched, func) }.with_ref(func, |s| usize::try_from(i_split).ok().and_then(|i| s.split_info(i)));
+        let info = unsafe { sched_ref(sched, func) }.with_ref(func, |s| usize::try_from(i_split).ok().and_then(|i| s.split_info(i)));
         let Some((backend, i_start, i_end, n_inputs, st)) = info else {
             return false;
         };
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        let Some(st) = unsafe { super::sched(sched, func) }.with_ref(func, |s| s.backend_stats(backend)) else { return false };
+        let Some(st) = unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.backend_stats(backend)) else { return false };
         let out = wsp_ggml_backend_sched_backend_stats {
             n_splits: st.n_splits as c_int,
             n_copies: st.n_copies as c_int,

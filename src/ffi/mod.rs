@@ -15,96 +15,18 @@ use crate::prelude::*;
 
 use core::ffi::{c_char, c_int, c_void};
 
-use crate::backend::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef};
-use crate::buffer::{self as buf, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::fatal::{fatal, guard};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::handle::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef, FromC};
+use crate::handle::{wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
 use crate::sched::{Sched, SchedCell};
 use crate::{copy, cpu};
 
 pub mod ext;
+mod sched_handle;
 
-/// Opaque scheduler handle (`struct wsp_ggml_backend_sched`).
-pub struct wsp_ggml_backend_sched {
-    _private: [u8; 0],
-}
-pub type wsp_ggml_backend_sched_t = *mut wsp_ggml_backend_sched;
-
-/// A handle made from a pointer C passed to one of our entry points (the
-/// exports here and the CPU backend's interface callbacks): the one place
-/// where C's pointers become the core's handles.
-pub(crate) trait FromC: Sized {
-    /// The C struct the pointer points to.
-    type C;
-
-    /// The handle on `p`; `None` for NULL.
-    ///
-    /// # Safety
-    /// `p` is NULL or points to a live `Self::C` as the handle's `new`
-    /// requires, for the rest of the call that received it (the C contract
-    /// of every entry point).
-    unsafe fn from_c_opt(p: *const Self::C) -> Option<Self>;
-
-    /// The handle on `p`, or abort with "`func`: argument '`arg`' is NULL".
-    ///
-    /// # Safety
-    /// As [`FromC::from_c_opt`].
-    unsafe fn from_c(p: *const Self::C, func: &str, arg: &str) -> Self {
-        // SAFETY: the caller's contract.
-        unsafe { Self::from_c_opt(p) }.unwrap_or_else(|| fatal(func, &format!("argument '{arg}' is NULL")))
-    }
-}
-
-macro_rules! from_c {
-    ($($handle:ty => $c:ty),* $(,)?) => {$(
-        impl FromC for $handle {
-            type C = $c;
-            unsafe fn from_c_opt(p: *const $c) -> Option<Self> {
-                // SAFETY: the caller's contract is the handle's.
-                unsafe { <$handle>::new(p.cast_mut()) }
-            }
-        }
-    )*};
-}
-
-from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef => wsp_ggml_backend, BufferRef => buf::wsp_ggml_backend_buffer);
-
-/// A scheduler handle from C: the `Box<SchedCell>` that `sched_new` made.
-/// Every borrow of the scheduler goes through the cell, which aborts on a
-/// call from inside one of its callbacks that would conflict with the work
-/// in progress.
-#[derive(Clone, Copy)]
-pub(crate) struct SchedRef(core::ptr::NonNull<SchedCell>);
-
-impl SchedRef {
-    /// The handle on `p`; `None` for NULL.
-    ///
-    /// # Safety
-    /// `p` is NULL or a scheduler made by `wsp_ggml_backend_sched_new` and
-    /// not freed, for as long as the handle or a copy of it is used.
-    unsafe fn new(p: *mut wsp_ggml_backend_sched) -> Option<Self> {
-        core::ptr::NonNull::new(p.cast::<SchedCell>()).map(SchedRef)
-    }
-}
-
-impl core::ops::Deref for SchedRef {
-    type Target = SchedCell;
-    fn deref(&self) -> &SchedCell {
-        // SAFETY: the handle's invariant (`new`); the cell is only ever shared.
-        unsafe { self.0.as_ref() }
-    }
-}
-
-from_c!(SchedRef => wsp_ggml_backend_sched);
-
-/// The scheduler behind `s`, aborting if it is NULL.
-///
-/// # Safety
-/// As [`SchedRef::new`], for the rest of the call.
-unsafe fn sched(s: wsp_ggml_backend_sched_t, func: &str) -> SchedRef {
-    // SAFETY: the caller's contract.
-    unsafe { SchedRef::from_c(s, func, "sched") }
-}
+use sched_handle::sched_ref;
+pub use sched_handle::{wsp_ggml_backend_sched, wsp_ggml_backend_sched_t};
 
 //
 // Backend buffer
@@ -197,7 +119,7 @@ pub unsafe extern "C" fn wsp_ggml_get_backend(tensor: *const wsp_ggml_tensor) ->
     guard(func, || {
         // SAFETY: `tensor` is live for the call (# Safety above).
         let tensor = unsafe { TensorRef::from_c(tensor, func, "tensor") };
-        backend::tensor_backend(tensor).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
+        handle::tensor_backend(tensor).map_or(core::ptr::null_mut(), BackendRef::as_ptr)
     })
 }
 
@@ -248,7 +170,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_get_alignment(backend: wsp_ggml_backen
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set_async";
     // SAFETY: `tensor` is live for the call (# Safety above).
-    guard(func, || backend::tensor_set_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    guard(func, || handle::tensor_set_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -257,7 +179,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get_async";
     // SAFETY: `tensor` is live for the call (# Safety above).
-    guard(func, || backend::tensor_get_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    guard(func, || handle::tensor_get_async(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -266,7 +188,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_gg
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_set";
     // SAFETY: `tensor` is live for the call (# Safety above).
-    guard(func, || backend::tensor_set(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    guard(func, || handle::tensor_set(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -275,7 +197,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tenso
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
     let func = "wsp_ggml_backend_tensor_get";
     // SAFETY: `tensor` is live for the call (# Safety above).
-    guard(func, || backend::tensor_get(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    guard(func, || handle::tensor_get(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
 }
 
 /// # Safety
@@ -468,7 +390,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_bac
         // SAFETY: `measure_graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(measure_graph, func, "measure_graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.init_measure(graph))
+        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.init_measure(graph))
     })
 }
 
@@ -485,7 +407,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tallocr(
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // (the caller may allocate with it: a change, not a read)
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.get_tallocr(backend, func))
+        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.get_tallocr(backend, func))
     })
 }
 
@@ -501,7 +423,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer(
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { self::sched(sched, func) }.with_ref(func, |s| s.get_buffer(backend, func))
+        unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.get_buffer(backend, func))
     })
 }
 
@@ -520,7 +442,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_node_backend(
         // SAFETY: `node` and `backend` are live for the call (# Safety above).
         let (node, backend) = unsafe { (TensorRef::from_c(node, func, "node"), BackendRef::from_c(backend, func, "backend")) };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { self::sched(sched, func) }.with_mut(func, |s| s.set_node_backend(node, backend))
+        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.set_node_backend(node, backend))
     })
 }
 
@@ -535,7 +457,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_ba
         // SAFETY: `graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-        unsafe { self::sched(sched, func) }.graph_compute(graph)
+        unsafe { sched_ref(sched, func) }.graph_compute(graph)
     })
 }
 
@@ -555,6 +477,6 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     guard("wsp_ggml_backend_buffer_init", || {
         // SAFETY: `backend` is NULL or live, and outlives the buffer (# Safety above).
         let backend = unsafe { BackendRef::from_c_opt(backend) };
-        buf::buffer_init(backend, iface, context, size).as_ptr()
+        handle::buffer_init(backend, iface, context, size).as_ptr()
     })
 }

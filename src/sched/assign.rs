@@ -4,15 +4,16 @@
 
 use crate::prelude::*;
 
+use super::ids::Rule;
 use super::ids::{BackendIdx, Loc, SlotId};
+use super::state::{copy_name, CopyOf, NodeInfo, Patch, Sched, Split};
 use super::table::{Attempt, Full, Retry, Seen, SlotInfo};
-use super::{copy_name, CopyOf, NodeInfo, Patch, Rule, Sched, Split};
 use crate::ptrmap::PtrMap;
 
-use crate::backend::BackendRef;
-use crate::buffer::BufferRef;
 use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_cgraph, GraphRef, TensorRef};
+use crate::handle::BackendRef;
+use crate::handle::BufferRef;
 
 /// The best candidate of the original's source rule: a source wins if its
 /// backend has a better priority *and* it is at least as large as the current
@@ -60,8 +61,10 @@ impl Chains {
 /// they fill. Made for one split by `Sched::try_split` (and by the unit
 /// tests, without a scheduler or ggml).
 pub(super) struct Planner<'a> {
-    pub st: &'a mut super::State,
+    pub st: &'a mut super::state::State,
     pub backends: &'a [BackendRef],
+    /// Per backend: it accepts every op (`Sched::accepts_all`).
+    pub accepts_all: &'a [bool],
     pub user: &'a PtrMap,
     pub debug: bool,
     /// Planning for `init_measure`/`reserve`: only sizes come of it, so
@@ -224,7 +227,7 @@ impl Planner<'_> {
     #[inline]
     fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
         let t = self.tensor(slot);
-        self.st.reuse.supports(self.backends[b], b, t, slot)
+        self.st.reuse.supports(self.backends[b], self.accepts_all[b], b, t, slot)
     }
 
     /// The next backend after `a` in priority order (wrapping around) that
@@ -259,7 +262,7 @@ impl Planner<'_> {
             return b;
         }
         let t = self.tensor(slot);
-        let backend = crate::backend::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
+        let backend = crate::handle::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
         fatal(
             func,
             &format!("tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends", t.name_lossy()),
@@ -281,7 +284,7 @@ impl Sched {
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
         self.split_stats.clear();
-        self.per.iter_mut().for_each(|p| p.stats = super::BackendStats::default());
+        self.per.iter_mut().for_each(|p| p.stats = super::state::BackendStats::default());
         let same = self.user.is_empty() && self.planner().still_valid(graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
         // (a refit makes the same split in a new table: its slots are new)
@@ -312,6 +315,7 @@ impl Sched {
         Planner {
             st: &mut self.st,
             backends: &self.backends,
+            accepts_all: &self.accepts_all,
             user: &self.user,
             debug: self.debug,
             measuring: self.measuring,
@@ -510,7 +514,7 @@ impl Planner<'_> {
     /// `follow_memory`), here and after the moves.
     fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the walk when all backends are CPU.
-        let ask = !self.backends.iter().all(|&b| crate::cpu::is_cpu(b));
+        let ask = !self.accepts_all.iter().all(|&a| a);
         let mut owners_moved = false;
         let mut chains = Chains::default();
         for i in 0..self.st.nodes.len() {
@@ -845,7 +849,7 @@ impl Sched {
 
 /// Copy `c` as a fresh, unallocated tensor with its source's layout and
 /// name, reading from that source.
-pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::State, c: usize) {
+pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::state::State, c: usize) {
     let CopyOf { src, backend, .. } = st.copy_of[c];
     let src = st.table.tensor(src);
     let mut name = [0; ggml::WSP_GGML_MAX_NAME];

@@ -21,7 +21,7 @@ use crate::prelude::*;
 
 use core::cell::{Cell, UnsafeCell};
 
-use super::Sched;
+use super::state::{Sched, SplitStats};
 use crate::fatal::{check, fatal};
 use crate::ggml::GraphRef;
 
@@ -123,7 +123,7 @@ impl SchedCell {
             let new = s.split_graph(graph, func);
             s.allocate(graph, !new, func);
             s.split_stats.clear();
-            s.split_stats.resize(s.st.splits.len(), super::SplitStats::default());
+            s.split_stats.resize(s.st.splits.len(), SplitStats::default());
             s.st.splits.len()
         });
         self.mode.set(Mode::Computing);

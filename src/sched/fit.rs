@@ -16,10 +16,11 @@
 use crate::prelude::*;
 
 use super::galloc::{Arena, TooSmall};
-use super::Sched;
-use crate::buffer::BufferRef;
+use super::state::Sched;
+use super::tallocr;
 use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tallocr_t};
+use crate::handle::BufferRef;
 
 impl Sched {
     /// Compute buffer `i` as an allocation sees it: its allocator's buffer
@@ -32,7 +33,7 @@ impl Sched {
         let buffer = unsafe { BufferRef::new(buffer) }.expect("an allocator has a buffer");
         let base = buffer.base() as usize;
         let align = buffer.alignment().max(1);
-        let free = ggml::tallocr_free_blocks(talloc).unwrap_or_else(|| {
+        let free = tallocr::tallocr_free_blocks(talloc).unwrap_or_else(|| {
             // Another ggml-alloc: after what the graph shows is in use.
             let start = self.occupied_by_inputs(buffer);
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
@@ -181,7 +182,7 @@ impl Sched {
         };
         // Exact: where the allocator's last free block starts, if it
         // reaches the end of the buffer (else all of it is in use).
-        if let Some(blocks) = ggml::tallocr_free_blocks(talloc) {
+        if let Some(blocks) = tallocr::tallocr_free_blocks(talloc) {
             return match blocks.last() {
                 Some(&(offset, size)) if offset + size == buffer.size() => offset,
                 _ => buffer.size(),

@@ -29,9 +29,9 @@ use core::ffi::c_void;
 use super::ids::BackendIdx;
 use super::table::Table;
 use super::talloc_model::Model;
-use crate::buffer::{wsp_ggml_backend_buffer, BufferRef};
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
+use crate::handle::{wsp_ggml_backend_buffer, BufferRef};
 
 /// "No tensor" among the allocation's ids (table slots, then the extra
 /// tensors it meets past the table).

@@ -135,6 +135,38 @@ impl Loc {
     }
 }
 
+/// The rule that gave a tensor its backend. Not only a label for
+/// `WSP_GGML_SCHED_DEBUG`: later steps read it. A node placed by `Dst` or
+/// `ViewSrc` is pinned to its memory's backend (a rejection there is an
+/// error); one placed by `FromConsumer` must be supported where its consumer
+/// put it (pass 4 checks); `Unsupported` marks a move whose `supports_op`
+/// answers a reuse asks again.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Rule {
+    /// No rule yet (no backend).
+    Unset,
+    /// `set_node_backend`.
+    User,
+    /// A leaf, where its memory (or its view source's) is.
+    Leaf,
+    /// A node whose own memory is already in a backend's buffer.
+    Dst,
+    /// A node whose view source's memory is in a backend's buffer.
+    ViewSrc,
+    /// Pass 1: the source (index) with the best priority and size that is in a buffer.
+    Src(u8),
+    /// Pass 2: the same among the sources' assignments.
+    Pass2Src(u8),
+    /// Pass 3: the first node that consumes it.
+    FromConsumer,
+    /// A split's copy of an input from another backend.
+    InputCopy,
+    /// Moved because the backend of its sources does not support the op.
+    Unsupported,
+    /// Moved along with the node whose memory it uses (in-place op, view).
+    FollowsMemory,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,15 @@
 //! - an unchanged graph reuses the last split (checked exactly, reuse.rs);
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
 //!   place them, planned before anything is touched (galloc.rs).
+//!
+//! Modules, bottom to top (each imports only those before it; this file,
+//! the driver, comes last): `ids` (typed indices, `Rule`), `table` (the
+//! slot table and what registration read), `record` (the recorder of the
+//! questions asked of C), `talloc_model`/`tallocr`/`galloc` (the placement:
+//! ggml-alloc's allocator, its struct read, the plan), `state` (one split
+//! and `Sched`), `assign` (the passes), `reuse` (is the last split still
+//! valid), `fit` (growing compute buffers), `cell` (borrows around user
+//! code).
 
 use crate::prelude::*;
 
@@ -23,275 +32,26 @@ mod cell;
 mod fit;
 mod galloc;
 mod ids;
+mod record;
 mod reuse;
+mod state;
 mod table;
 mod talloc_model;
+mod tallocr;
 #[cfg(test)]
 mod tests;
 
-use core::ffi::CStr;
-
-use crate::backend::{tensor_backend, BackendRef};
-use crate::buffer::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::handle::{tensor_backend, BackendRef};
+use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::ptrmap::PtrMap;
-use ids::{BackendIdx, SlotId};
+use ids::BackendIdx;
 
 pub use cell::SchedCell;
-
-/// The rule that gave a tensor its backend. Not only a label for
-/// `WSP_GGML_SCHED_DEBUG`: later steps read it. A node placed by `Dst` or
-/// `ViewSrc` is pinned to its memory's backend (a rejection there is an
-/// error); one placed by `FromConsumer` must be supported where its consumer
-/// put it (pass 4 checks); `Unsupported` marks a move whose `supports_op`
-/// answers a reuse asks again.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Rule {
-    /// No rule yet (no backend).
-    Unset,
-    /// `set_node_backend`.
-    User,
-    /// A leaf, where its memory (or its view source's) is.
-    Leaf,
-    /// A node whose own memory is already in a backend's buffer.
-    Dst,
-    /// A node whose view source's memory is in a backend's buffer.
-    ViewSrc,
-    /// Pass 1: the source (index) with the best priority and size that is in a buffer.
-    Src(u8),
-    /// Pass 2: the same among the sources' assignments.
-    Pass2Src(u8),
-    /// Pass 3: the first node that consumes it.
-    FromConsumer,
-    /// A split's copy of an input from another backend.
-    InputCopy,
-    /// Moved because the backend of its sources does not support the op.
-    Unsupported,
-    /// Moved along with the node whose memory it uses (in-place op, view).
-    FollowsMemory,
-}
-
-/// A run of consecutive graph nodes computed on one backend.
-#[derive(Clone, Debug)]
-struct Split {
-    backend: BackendIdx,
-    i_start: usize,
-    i_end: usize,
-    /// Range in `State::inputs`.
-    inputs: core::ops::Range<usize>,
-}
-
-/// One graph node: its slot, its view source's slot, and where its
-/// sources' slots end in `State::srcs` (they start where the previous
-/// node's end; ggml stops at the first NULL source). Whether it is a view
-/// op is in its slot's flags.
-#[derive(Clone, Copy)]
-struct NodeInfo {
-    slot: u32,
-    vsrc: Option<SlotId>,
-    srcs_end: u32,
-}
-
-/// An input copy in use: the tensor it copies, on which backend, and the
-/// last split that listed it as an input.
-#[derive(Clone, Copy)]
-struct CopyOf {
-    src: u32,
-    backend: BackendIdx,
-    /// Split index + 1 (dedupes a split's inputs: all of them are copies to
-    /// the split's backend, so one mark per copy suffices).
-    mark: u32,
-    /// Its table slot (once made).
-    slot: Option<SlotId>,
-}
-
-impl CopyOf {
-    /// The copy's slot (it is made once the plan is applied).
-    fn made(&self) -> u32 {
-        self.slot.expect("input copies are made before the placement").get()
-    }
-}
-
-/// A graph `src` slot redirected to an input copy during the compute.
-#[derive(Clone, Copy)]
-struct Patch {
-    node: TensorRef,
-    j: usize,
-    /// Index of that source in `State::srcs`.
-    k: u32,
-    original: TensorRef,
-    copy: u32,
-}
-
-/// The graph sources a split redirects to its input copies, and whether
-/// they are redirected right now. Dropped while they are, it gives the
-/// graph its sources back: the caller's graph never keeps pointers into the
-/// scheduler's copies.
-#[derive(Default)]
-struct Patches {
-    list: Vec<Patch>,
-    applied: bool,
-}
-
-impl Patches {
-    fn push(&mut self, p: Patch) {
-        debug_assert!(!self.applied, "planned before they are applied");
-        self.list.push(p);
-    }
-
-    fn clear(&mut self) {
-        debug_assert!(!self.applied, "the graph's sources are given back first");
-        self.list.clear();
-    }
-
-    fn iter(&self) -> core::slice::Iter<'_, Patch> {
-        self.list.iter()
-    }
-
-    /// Point the graph's sources at their input copies.
-    fn apply(&mut self, copies: &CopyTensors) {
-        for p in &self.list {
-            p.node.set_src(p.j, copies.get(p.copy as usize));
-        }
-        self.applied = true;
-    }
-
-    /// Give the graph its sources back (nothing if they are not redirected).
-    fn undo(&mut self) {
-        if self.applied {
-            for p in self.list.iter().rev() {
-                p.node.set_src(p.j, p.original);
-            }
-            self.applied = false;
-        }
-    }
-}
-
-impl Drop for Patches {
-    fn drop(&mut self) {
-        self.undo();
-    }
-}
-
-/// One split of one graph, in three stages:
-/// - **snapshot** (`Planner::index_graph`): every tensor the passes or the
-///   allocation touch gets a table slot, with what the passes read of it
-///   (`table.info`: location, flags, view source) and its record for reuse
-///   (`reuse`: `TensorRec`, everything read); `leafs`, `nodes` and `srcs`
-///   give the graph's structure in slots;
-/// - **plan** (the passes, assign.rs): a backend and rule per slot
-///   (`table.info`), `splits`, their `inputs`, the copies they need
-///   (`copy_of`) and the graph sources to redirect (`patches`);
-/// - **apply**: the copies made (`copies`), the sources patched, the
-///   allocation's walk (`order`) planned and applied (galloc.rs), split views
-///   (`split_graphs`) computed; after the compute the patches are undone.
-///
-/// Invariants, between split_graph and the end of the compute:
-/// - every slot named anywhere here is registered in `table`; a slot
-///   without a backend has `assign: None` (table.rs);
-/// - `nodes[i]` is graph node i; its sources' slots are
-///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
-/// - `splits` tile the node range in order; `inputs[split.inputs]` are the
-///   split's (input slot, copy index), each copy once per split;
-/// - `copy_of[c]` describes `copies[c]` for every copy in use, and
-///   `copy_index` maps (slot, backend) to it;
-/// - `patches.applied` is true exactly while the graph's sources point at
-///   copies.
-///
-/// Kept between computes: when the next graph is the same (every record
-/// equal, see reuse.rs) the split is reused instead of made again.
-#[derive(Default)]
-struct State {
-    table: table::Table,
-    /// (slot, view source slot) of every graph leaf.
-    leafs: Vec<(u32, Option<SlotId>)>,
-    nodes: Vec<NodeInfo>,
-    /// Source slots of all nodes, back to back (see NodeInfo).
-    srcs: Vec<u32>,
-    /// Index in `copies` of the copy of (tensor slot, backend).
-    copy_index: PtrMap,
-    /// Input copies (graph nodes point at them). Reused across computes.
-    copies: CopyTensors,
-    /// What each copy in use copies (indexed like `copies`).
-    copy_of: Vec<CopyOf>,
-    splits: Vec<Split>,
-    /// (input tensor slot, copy index) for every split, in split order.
-    inputs: Vec<(u32, u32)>,
-    patches: Patches,
-    /// One graph view per split, handed to the backend's graph_compute.
-    split_graphs: Vec<wsp_ggml_cgraph>,
-    /// The walk of the split's allocation (galloc.rs).
-    order: galloc::Order,
-    /// How the next table is sized (table.rs).
-    sizing: table::Sizing,
-    /// The record of every tensor the split read, and the supports_op
-    /// answers it used, to know whether it still holds (see reuse.rs).
-    reuse: reuse::Record,
-}
-
-/// The evaluation callback of upstream ggml (ask/observe protocol).
-pub type EvalCallback = unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut core::ffi::c_void) -> bool;
-
-/// What the last compute did on one split.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SplitStats {
-    pub bytes_copied: usize,
-}
-
-/// What the last compute did on one backend.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BackendStats {
-    pub n_splits: u32,
-    pub n_copies: u32,
-    pub bytes_copied: usize,
-    /// Summed in nanoseconds (per-split microseconds would truncate).
-    pub copy_ns: u64,
-    pub compute_ns: u64,
-}
-
-/// Nanoseconds from `from` to `to` (platform::now_ns readings).
-fn nanos(from: u64, to: u64) -> u64 {
-    to.saturating_sub(from)
-}
-
-/// What the scheduler keeps for one of its backends.
-struct PerBackend {
-    /// Its compute allocator (a measure allocator before the first measure).
-    talloc: wsp_ggml_tallocr_t,
-    /// Compute buffer size requested at the last measure/reserve.
-    buffer_size: usize,
-    /// What the last compute did on it.
-    stats: BackendStats,
-}
-
-pub struct Sched {
-    /// The backends in priority order (the passes read them as a slice).
-    backends: Vec<BackendRef>,
-    /// One record per backend, in the same order.
-    per: Vec<PerBackend>,
-    /// The split's allocation (galloc.rs), kept for its memory.
-    galloc: galloc::Galloc,
-    measured: bool,
-    debug: bool,
-    /// set_node_backend assignments, honoured until the end of the next compute.
-    user: PtrMap,
-    eval_callback: Option<(EvalCallback, usize)>,
-    /// Compute allocators replaced by larger ones during a compute (fit.rs),
-    /// alive until the next measure or `sched_free`.
-    retired: Vec<wsp_ggml_tallocr_t>,
-    /// Buffers that growth allocated (fit.rs): their allocators do not own
-    /// them, free_talloc frees them.
-    grown_buffers: Vec<BufferRef>,
-    /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
-    measuring: bool,
-    pub(super) split_stats: Vec<SplitStats>,
-    st: State,
-}
-
-/// The most backends one scheduler takes.
-pub const MAX_BACKENDS: usize = ids::MAX_BACKENDS;
+use state::{nanos, PerBackend, State};
+pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
@@ -308,6 +68,7 @@ impl Sched {
             .collect();
         Box::new(Sched {
             backends: backends.to_vec(),
+            accepts_all: backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect(),
             per,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
             measured: false,
@@ -552,7 +313,7 @@ impl Sched {
             check(!input.data().is_null(), func, || {
                 format!("split input '{}' has no memory (no buffer, no data, not a view)", input.name_lossy())
             });
-            crate::backend::tensor_set(copy, input.data(), 0, input.nbytes());
+            crate::handle::tensor_set(copy, input.data(), 0, input.nbytes());
             return input.nbytes();
         }
         check(tensor_backend(input) != Some(copy_backend), func, || {
@@ -607,68 +368,6 @@ impl Sched {
     }
 }
 
-impl State {
-    /// Forget the split (not the memory): the one way to clear it, before
-    /// a new one and on `reset`. The sources must be given back first.
-    fn clear_split(&mut self) {
-        self.reuse.clear();
-        self.leafs.clear();
-        self.nodes.clear();
-        self.srcs.clear();
-        self.copy_index.clear(0);
-        self.copy_of.clear();
-        self.splits.clear();
-        self.inputs.clear();
-        self.patches.clear();
-        self.split_graphs.clear();
-        self.order.clear();
-    }
-
-    /// The walk of the allocation (galloc.rs): each split's input copies,
-    /// then its nodes, with their sources as ggml-alloc would see them
-    /// (redirected to the copies).
-    fn build_order(&mut self) {
-        let order = &mut self.order;
-        order.clear();
-        // (exact: the scheduler holds it between computes)
-        order.entries.reserve_exact(self.nodes.len() + self.inputs.len());
-        order.srcs.reserve_exact(self.srcs.len() + 2 * self.inputs.len());
-        // the nodes' sources in place (redirected where patched), then the copies'
-        order.srcs.extend_from_slice(&self.srcs);
-        for p in self.patches.iter() {
-            order.srcs[p.k as usize] = self.copy_of[p.copy as usize].made();
-        }
-        for split in &self.splits {
-            for &(slot, copy) in &self.inputs[split.inputs.clone()] {
-                // the copy's sources (see assign::refresh_copy): the input's
-                // memory's owner, if a view, then the input
-                let start = order.srcs.len() as u32;
-                if let Some(owner) = self.table.tensor(slot).view_src().and_then(|v| self.table.find(v.as_ptr())) {
-                    order.srcs.push(owner);
-                }
-                order.srcs.push(slot);
-                order.entries.push((self.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
-            }
-            let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end };
-            order.entries.extend(self.nodes[split.i_start..split.i_end].iter().map(|n| {
-                let e = (n.slot, s, n.srcs_end);
-                s = n.srcs_end;
-                e
-            }));
-        }
-    }
-
-    /// Point graph sources at their input copies.
-    fn patch(&mut self) {
-        self.patches.apply(&self.copies);
-    }
-
-    /// Give the graph its sources back.
-    fn unpatch(&mut self) {
-        self.patches.undo();
-    }
-}
-
 impl Drop for Sched {
     fn drop(&mut self) {
         // (the graph's sources are given back when the patches drop)
@@ -715,65 +414,4 @@ fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback
         j0 = j1 + 1;
     }
     true
-}
-
-/// Name of an input copy: "<backend>#<source>", as the original names them
-/// (cut to ggml's name length), in `buf`; returns its length.
-fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
-    let p = backend.name();
-    let backend_name: &[u8] = if p.is_null() {
-        b"(null)"
-    } else {
-        // SAFETY: get_name returns a NUL-terminated string.
-        unsafe { CStr::from_ptr(p) }.to_bytes()
-    };
-    let mut n = 0;
-    for part in [backend_name, b"#", src.name().to_bytes()] {
-        let k = part.len().min(buf.len() - n);
-        buf[n..n + k].copy_from_slice(&part[..k]);
-        n += k;
-    }
-    n
-}
-
-/// The input copies: tensors the scheduler owns, on the heap at fixed
-/// addresses. Held by address, never through a `Box` or a reference that
-/// would claim them: the caller's graph (its patched sources), ggml and the
-/// backends read and write them through those addresses while the
-/// scheduler is borrowed.
-#[derive(Default)]
-struct CopyTensors(Vec<core::ptr::NonNull<wsp_ggml_tensor>>);
-
-impl CopyTensors {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// One more copy, all zero.
-    fn push_zeroed(&mut self) {
-        self.0.push(core::ptr::NonNull::from(Box::leak(Box::new(ggml::zeroed_tensor()))));
-    }
-
-    /// Copy `c`.
-    fn get(&self, c: usize) -> TensorRef {
-        // SAFETY: our own heap tensor, freed only on drop.
-        unsafe { TensorRef::new(self.0[c].as_ptr()) }.expect("NonNull")
-    }
-
-    /// Copy `c`, to rewrite. No user code may run while the reference lives.
-    #[allow(clippy::mut_from_ref)]
-    fn edit(&mut self, c: usize) -> &mut wsp_ggml_tensor {
-        // SAFETY: a live tensor of ours; `&mut self` keeps other edits out
-        // and nothing else makes a reference to it.
-        unsafe { &mut *self.0[c].as_ptr() }
-    }
-}
-
-impl Drop for CopyTensors {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            // SAFETY: made by Box::leak in push_zeroed; freed once, here.
-            drop(unsafe { Box::from_raw(p.as_ptr()) });
-        }
-    }
 }

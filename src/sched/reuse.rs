@@ -13,7 +13,7 @@
 //!   for the graph, the same leafs and nodes in the same order, each node
 //!   with the same sources;
 //! - at the read, the rest: every question a pass asked C besides
-//!   registration's reads goes through one recorder ([`Record`]): each size
+//!   registration's reads goes through one recorder (record.rs, `Record`): each size
 //!   a pass compared and each `supports_op` answer. Reuse asks every
 //!   recorded question again, in the same order, and needs the same answers.
 //!   The passes are deterministic in what registration read and in these
@@ -26,100 +26,18 @@
 //! are then. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
-use crate::prelude::*;
-
 use super::assign::{locate, refresh_copy, Planner};
-use super::ids::{BackendIdx, Loc};
-use super::table::{Seen, Table};
-use super::Sched;
-use crate::backend::BackendRef;
+use super::ids::Loc;
+use super::state::Sched;
+use super::table::Seen;
 use crate::ggml::{GraphRef, TensorRef};
-
-/// A `supports_op` question a plan asked and its answer, in eight bytes
-/// (a plan asks one or more per node): the tensor's slot, the backend and
-/// the answer, packed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Supports(u64);
-
-impl Supports {
-    fn new(backend: BackendIdx, slot: u32, yes: bool) -> Supports {
-        Supports(u64::from(slot) | (backend.get() as u64) << 32 | u64::from(yes) << 48)
-    }
-
-    /// The same question, answered now.
-    fn again(self, backends: &[BackendRef], table: &Table) -> Supports {
-        let (slot, backend) = (self.0 as u32, BackendIdx::new((self.0 >> 32 & 0xffff) as usize));
-        Supports::new(backend, slot, backends[backend].supports_op(table.tensor(slot)))
-    }
-}
-
-/// What the last split read besides the table's entries: the questions it
-/// asked (the recorder every such question goes through), and which tensors
-/// it registered only as sources.
-#[derive(Default)]
-pub(super) struct Record {
-    /// The tables describe a complete split made without user assignments.
-    pub valid: bool,
-    /// Tensors first registered as a source or view source (not as a leaf
-    /// or node): checked on their own.
-    pub unlisted: Vec<u32>,
-    /// Every `supports_op` question, in the order asked.
-    supports: Vec<Supports>,
-    /// (slot, bytes) of every size compared, in the order asked.
-    sizes: Vec<(u32, usize)>,
-}
-
-impl Record {
-    /// Before a new split.
-    pub fn clear(&mut self) {
-        self.valid = false;
-        self.unlisted.clear();
-        self.supports.clear();
-        self.sizes.clear();
-    }
-
-    /// Forget the split and give the memory back.
-    pub fn forget(&mut self) {
-        *self = Record::default();
-    }
-
-    /// `t`'s size (`t` is registered in `slot`), recorded.
-    pub fn nbytes(&mut self, t: TensorRef, slot: u32) -> usize {
-        let bytes = t.nbytes();
-        self.sizes.push((slot, bytes));
-        bytes
-    }
-
-    /// Whether backend `b` (`backend`) supports `t` (registered in `slot`),
-    /// recorded. Our CPU backend supports every op and is not asked.
-    #[inline]
-    pub fn supports(&mut self, backend: BackendRef, b: BackendIdx, t: TensorRef, slot: u32) -> bool {
-        if crate::cpu::is_cpu(backend) {
-            return true;
-        }
-        let yes = backend.supports_op(t);
-        self.supports.push(Supports::new(b, slot, yes));
-        yes
-    }
-
-    /// Whether every recorded question gets the same answer now.
-    fn answers_hold(&self, backends: &[BackendRef], table: &Table) -> bool {
-        self.sizes.iter().all(|&(slot, bytes)| table.tensor(slot).nbytes() == bytes)
-            && self.supports.iter().all(|&q| q.again(backends, table) == q)
-    }
-
-    /// Whether the plan compared sizes (tests).
-    #[cfg(test)]
-    pub fn compared_sizes(&self) -> bool {
-        !self.sizes.is_empty()
-    }
-}
+use crate::handle::BackendRef;
 
 /// [`locate`] for many tensors in a row: a buffer or two hold most of a
 /// graph's tensors, so the last buffer's answer is remembered.
 struct Locator<'a> {
     backends: &'a [BackendRef],
-    buffer: *mut crate::buffer::wsp_ggml_backend_buffer,
+    buffer: *mut crate::handle::wsp_ggml_backend_buffer,
     loc: Loc,
 }
 

@@ -9,8 +9,7 @@
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, PackedLoc, SlotId};
-use super::Rule;
+use super::ids::{BackendIdx, Loc, PackedLoc, Rule, SlotId};
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
 /// What a compute knows about one tensor, next to its key: what the passes

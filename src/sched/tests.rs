@@ -7,10 +7,11 @@ use core::ffi::{c_char, c_int, c_void};
 
 use super::assign::Planner;
 use super::galloc::{Arena, Galloc, TooSmall};
-use super::{Rule, State};
-use crate::backend::BackendRef;
-use crate::buffer::BufferRef;
+use super::ids::Rule;
+use super::state::State;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, zeroed_tensor, GraphRef, WSP_GGML_OP_VIEW};
+use crate::handle::BackendRef;
+use crate::handle::BufferRef;
 use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_i, wsp_ggml_backend_i};
 
 // ggml ops used here (values of ggml.h's enum in whisper.cpp 1.5).
@@ -201,7 +202,15 @@ fn plan(w: &mut World, user: &PtrMap) -> State {
     let listed = w.nodes.len() + w.leafs.len();
     let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
     loop {
-        let mut p = Planner { st: &mut st, backends: &backends, user, debug: false, measuring: false, lenient: false };
+        let mut p = Planner {
+            st: &mut st,
+            backends: &backends,
+            accepts_all: &vec![false; backends.len()],
+            user,
+            debug: false,
+            measuring: false,
+            lenient: false,
+        };
         match p.plan(graph, &attempt, "test") {
             Ok(()) => return st,
             Err(why) => {
@@ -401,7 +410,16 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
     // SAFETY: a local graph over the world's tensors, both outlive `graph`.
     let graph = unsafe { GraphRef::new(&mut g) }.unwrap();
     let user = PtrMap::new();
-    Planner { st, backends: &backends, user: &user, debug: false, measuring: false, lenient: false }.still_valid(graph)
+    Planner {
+        st,
+        backends: &backends,
+        accepts_all: &vec![false; backends.len()],
+        user: &user,
+        debug: false,
+        measuring: false,
+        lenient: false,
+    }
+    .still_valid(graph)
 }
 
 #[test]
