@@ -6,7 +6,7 @@ use crate::prelude::*;
 
 use super::ids::Rule;
 use super::ids::{BackendIdx, Loc, SlotId};
-use super::state::{copy_name, CopyOf, NodeInfo, Patch, Sched, Split};
+use super::state::{copy_name, copy_sources, CopyOf, NodeInfo, Patch, Sched, Split};
 use super::table::{Attempt, Full, Retry, Seen, SlotInfo};
 use crate::ptrmap::PtrMap;
 
@@ -283,8 +283,6 @@ impl Sched {
     /// unchanged.
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
-        self.split_stats.clear();
-        self.per.iter_mut().for_each(|p| p.stats = super::state::BackendStats::default());
         let same = self.user.is_empty() && self.planner().still_valid(graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
         // (a refit makes the same split in a new table: its slots are new)
@@ -762,7 +760,7 @@ impl Planner<'_> {
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
     fn route_inputs(&mut self, i: usize, cur: BackendIdx, func: &str) {
-        let split_no = self.st.splits.len() as u32;
+        let split = self.st.splits.len() as u32 - 1;
         for (j, k) in self.node_srcs(i).enumerate() {
             let sid = self.st.srcs[k];
             if self.assign(sid) == Some(cur) {
@@ -790,8 +788,8 @@ impl Planner<'_> {
             }
             let copy = self.copy_for(sid, cur);
             let of = &mut self.st.copy_of[copy as usize];
-            if of.mark != split_no {
-                of.mark = split_no;
+            if of.last_split != Some(split) {
+                of.last_split = Some(split);
                 self.st.inputs.push((sid, copy));
                 self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
             }
@@ -807,7 +805,7 @@ impl Planner<'_> {
             return c;
         }
         let c = self.st.copy_of.len() as u32;
-        self.st.copy_of.push(CopyOf { src: sid, backend: b, mark: 0, slot: None });
+        self.st.copy_of.push(CopyOf { src: sid, backend: b, last_split: None, slot: None });
         self.st.copy_index.insert(key, c);
         c
     }
@@ -856,13 +854,8 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::state::State
     let len = copy_name(backends[backend], src, &mut name);
     let copy = st.copies.edit(c);
     ggml::dup_tensor_layout(copy, src, &name[..len]);
-    // The placement (as ggml-alloc) allocates a copy's sources before the copy. A view's memory
-    // may not be allocated yet (a measure graph's input, whose first user is
-    // later in this split): its owner goes first, so the view can be
-    // initialised. The original asserted in init_view there.
-    match src.view_src() {
-        Some(owner) => copy.src[..2].copy_from_slice(&[owner.as_ptr(), src.as_ptr()]),
-        None => copy.src[0] = src.as_ptr(),
+    for (j, s) in copy_sources(src).enumerate() {
+        copy.src[j] = s.as_ptr();
     }
 }
 

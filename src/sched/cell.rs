@@ -21,7 +21,7 @@ use crate::prelude::*;
 
 use core::cell::{Cell, UnsafeCell};
 
-use super::state::{Sched, SplitStats};
+use super::state::Sched;
 use crate::fatal::{check, fatal};
 use crate::ggml::GraphRef;
 
@@ -120,10 +120,7 @@ impl SchedCell {
         let func = "wsp_ggml_backend_sched_graph_compute";
         let n_splits = self.with_mut(func, |s| {
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            let new = s.split_graph(graph, func);
-            s.allocate(graph, !new, func);
-            s.split_stats.clear();
-            s.split_stats.resize(s.st.splits.len(), SplitStats::default());
+            s.plan_and_place(graph, func);
             s.st.splits.len()
         });
         self.mode.set(Mode::Computing);

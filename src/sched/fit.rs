@@ -22,6 +22,10 @@ use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tallocr_t};
 use crate::handle::BufferRef;
 
+/// The split does not fit with the user's assignments: a backend could not
+/// allocate a larger compute buffer ([`Sched::allocate`]).
+pub(super) struct NeedsFallback;
+
 impl Sched {
     /// Compute buffer `i` as an allocation sees it: its allocator's buffer
     /// and free blocks (what the caller allocated there stays).
@@ -46,27 +50,28 @@ impl Sched {
     /// last compute's, whose placement is applied again if it still holds
     /// (galloc.rs, `Galloc::still_holds`). A buffer too small for the
     /// plan grows first; where a backend cannot allocate a larger buffer,
-    /// the compute falls back to the assignment without `set_node_backend`
-    /// (what the original computes); if even that does not fit, it stops
-    /// with a message.
-    pub(super) fn allocate(&mut self, graph: crate::ggml::GraphRef, reused: bool, func: &str) {
+    /// the split does not fit with `set_node_backend`'s assignments
+    /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
+    /// is what the original computes); without assignments to drop, it
+    /// stops with a message.
+    pub(super) fn allocate(&mut self, reused: bool, func: &str) -> Result<(), NeedsFallback> {
         if reused {
             let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
             if self.galloc.still_holds(&self.st.table, &arenas) {
                 self.galloc.apply(&self.st.table, &arenas);
-                return;
+                return Ok(());
             }
         }
         let mut grown = vec![false; self.per.len()];
         // A grown buffer starts empty (the caller's inputs stay in the old
         // one) and has room for the whole need, so each backend grows at
-        // most once; a fall-back starts over once.
-        for _ in 0..2 * self.per.len() + 4 {
+        // most once.
+        for _ in 0..self.per.len() + 2 {
             let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
             let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.release();
-                return;
+                return Ok(());
             };
             let b = b.get();
             let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func);
@@ -88,9 +93,7 @@ impl Sched {
                         self.backends[b].name_lossy()
                     );
                 }
-                self.user.clear(0);
-                self.st.unpatch();
-                self.split_graph(graph, func);
+                return Err(NeedsFallback);
             } else {
                 fatal(
                     func,

@@ -26,16 +26,16 @@ use crate::prelude::*;
 use crate::ptrmap::PtrMap;
 use core::ffi::c_void;
 
-use super::ids::BackendIdx;
+use super::ids::{BackendIdx, SlotId};
 use super::table::Table;
 use super::talloc_model::Model;
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 use crate::handle::{wsp_ggml_backend_buffer, BufferRef};
 
-/// "No tensor" among the allocation's ids (table slots, then the extra
-/// tensors it meets past the table).
-const NONE: u32 = u32::MAX;
+/// An allocation id (a table slot, or an extra tensor past the table), when
+/// there may be none: `Option<SlotId>` takes four bytes like the id.
+type Id = Option<SlotId>;
 
 /// One compute buffer as an allocation sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,10 +70,10 @@ impl Arena {
 enum Step {
     /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer.
     Alloc { id: u32, b: BackendIdx, offset: usize },
-    /// `init_view`; `owner != NONE`: the node is computed in place in the
-    /// memory of `owner`, which becomes its view source. `b`: the backend
-    /// whose buffer initialises it, if any.
-    View { id: u32, b: Option<BackendIdx>, owner: u32 },
+    /// `init_view`; `owner`: the node is computed in place in the memory of
+    /// `owner`, which becomes its view source. `b`: the backend whose
+    /// buffer initialises it, if any.
+    View { id: u32, b: Option<BackendIdx>, owner: Id },
     /// `ggml_tallocr_free_tensor` of a tensor of backend `b`'s buffer.
     Free { id: u32, b: BackendIdx },
 }
@@ -115,11 +115,11 @@ pub(super) struct TooSmall(pub BackendIdx);
 /// What the plan tracks of one tensor: what ggml-alloc reads and changes.
 #[derive(Clone, Copy)]
 struct Slot {
-    /// `data` (0: none yet).
+    /// `data` (0: none yet, as ggml-alloc tests it).
     data: usize,
     buffer: *mut wsp_ggml_backend_buffer,
-    /// View source id (NONE: not a view).
-    vsrc: u32,
+    /// View source id (None: not a view).
+    vsrc: Id,
     /// ggml-alloc's counts: nodes of the walk that read it, views of it.
     children: i32,
     views: i32,
@@ -128,7 +128,7 @@ struct Slot {
 }
 
 impl Slot {
-    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: NONE, children: 0, views: 0, backend: None };
+    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: None, children: 0, views: 0, backend: None };
 }
 
 /// The allocation's working state, kept between computes for its memory.
@@ -154,6 +154,9 @@ pub(super) struct Galloc {
     /// order.
     loaded: Vec<usize>,
     loaded_buffer: Vec<u8>,
+    /// The view source of every tensor of the table as loaded (an id of
+    /// the table: a kept plan met no extra tensor).
+    loaded_vsrc: Vec<Id>,
     buffers: Vec<*mut wsp_ggml_backend_buffer>,
     reads: Vec<Read>,
     /// The last plan can be applied again: it was made in this generation
@@ -197,17 +200,17 @@ impl Galloc {
         // count children and views (initialising views of memory set by hand)
         for &(id, s, e) in &order.entries {
             let n = self.slots[id as usize];
-            if n.vsrc != NONE {
-                self.slots[n.vsrc as usize].views += 1;
+            if let Some(v) = n.vsrc {
+                self.slots[v.get() as usize].views += 1;
                 if n.buffer.is_null() && n.data != 0 {
-                    self.init_view(table, id, NONE, func);
+                    self.init_view(table, id, None, func);
                 }
             }
             for &p in &order.srcs[s as usize..e as usize] {
                 let ps = &mut self.slots[p as usize];
                 ps.children += 1;
-                if ps.vsrc != NONE && ps.buffer.is_null() && ps.data != 0 {
-                    self.init_view(table, p, NONE, func);
+                if ps.vsrc.is_some() && ps.buffer.is_null() && ps.data != 0 {
+                    self.init_view(table, p, None, func);
                 }
             }
         }
@@ -225,11 +228,10 @@ impl Galloc {
                 let ps = &mut self.slots[p as usize];
                 ps.children -= 1;
                 if ps.children == 0 && ps.views == 0 {
-                    let v = ps.vsrc;
-                    if v == NONE {
+                    let Some(v) = ps.vsrc.map(SlotId::get) else {
                         self.free(table, p, arenas, func);
                         continue;
-                    }
+                    };
                     let vs = &mut self.slots[v as usize];
                     vs.views -= 1;
                     if vs.views == 0 && vs.children == 0 {
@@ -241,7 +243,7 @@ impl Galloc {
         if keep && self.extras.is_empty() {
             self.kept = Some((table.generation(), arenas.to_vec()));
             // (held between computes: no spare capacity)
-            for v in [&mut self.loaded as &mut dyn Trim, &mut self.loaded_buffer, &mut self.reads, &mut self.steps] {
+            for v in [&mut self.loaded as &mut dyn Trim, &mut self.loaded_buffer, &mut self.loaded_vsrc, &mut self.reads, &mut self.steps] {
                 v.trim();
             }
         } else {
@@ -252,8 +254,8 @@ impl Galloc {
 
     /// Whether the last plan, made for the same split in the same table,
     /// holds again for `arenas`: they are as they were, every tensor has the
-    /// data and buffer the plan loaded, and every question it asked gets the
-    /// same answer. Then [`Galloc::apply`] places the split as a new plan
+    /// data, buffer and view source the plan loaded (all that `load` reads),
+    /// and every question it asked gets the same answer. Then [`Galloc::apply`] places the split as a new plan
     /// would (the plan is a function of exactly these).
     pub fn still_holds(&self, table: &Table, arenas: &[Arena]) -> bool {
         let same_arenas = |(generation, kept): &(u64, Vec<Arena>)| *generation == table.generation() && kept[..] == *arenas;
@@ -261,8 +263,13 @@ impl Galloc {
             return false;
         }
         let tensors = table.tensors().flatten();
-        let seen = self.loaded.iter().zip(&self.loaded_buffer);
-        let same = tensors.zip(seen).all(|(t, (&data, &b))| t.data() as usize == data && t.buffer() == self.buffers[usize::from(b)]);
+        let keys = table.keys();
+        let vsrc_ptr = |v: Id| v.map_or(core::ptr::null_mut(), |v| keys[v.get() as usize]);
+        let seen = self.loaded.iter().zip(&self.loaded_buffer).zip(&self.loaded_vsrc);
+        let same = tensors.zip(seen).all(|(t, ((&data, &b), &v))| {
+            let g = t.get();
+            g.data as usize == data && g.buffer == self.buffers[usize::from(b)] && g.view_src == vsrc_ptr(v)
+        });
         same && self.reads.iter().all(|&r| self.ask_again(table, r, arenas) == r)
     }
 
@@ -271,24 +278,40 @@ impl Galloc {
     fn record_loaded(&mut self, table: &Table) -> bool {
         self.loaded.clear();
         self.loaded_buffer.clear();
+        self.loaded_vsrc.clear();
         self.buffers.clear();
-        let mut last = (core::ptr::null_mut(), u8::MAX);
+        // (the last buffer seen and its index: most tensors are in the same as the one before)
+        let mut last: Option<(*mut wsp_ggml_backend_buffer, u8)> = None;
         for (s, _) in self.slots.iter().zip(table.keys()).filter(|(_, k)| !k.is_null()) {
-            if s.buffer != last.0 || last.1 == u8::MAX {
-                let i = match self.buffers.iter().position(|&b| b == s.buffer) {
-                    Some(i) => i,
-                    None => {
-                        self.buffers.push(s.buffer);
-                        self.buffers.len() - 1
-                    }
-                };
-                let Ok(i) = u8::try_from(i) else { return false };
-                last = (s.buffer, i);
-            }
+            let b = match last {
+                Some((buffer, b)) if buffer == s.buffer => b,
+                _ => {
+                    let i = match self.buffers.iter().position(|&b| b == s.buffer) {
+                        Some(i) => i,
+                        None => {
+                            self.buffers.push(s.buffer);
+                            self.buffers.len() - 1
+                        }
+                    };
+                    let Ok(b) = u8::try_from(i) else { return false };
+                    last = Some((s.buffer, b));
+                    b
+                }
+            };
             self.loaded.push(s.data);
-            self.loaded_buffer.push(last.1);
+            self.loaded_buffer.push(b);
+            self.loaded_vsrc.push(s.vsrc);
         }
         true
+    }
+
+    /// Record a question the plan asked and its answer, if the plan may be
+    /// kept (the one place that reads `recording`).
+    #[inline(always)]
+    fn note(&mut self, r: Read) {
+        if self.recording {
+            self.reads.push(r);
+        }
     }
 
     /// Read `r`'s question again.
@@ -320,8 +343,8 @@ impl Galloc {
                 }
                 Step::View { id, b, owner } => {
                     let t = self.tensor(table, id);
-                    if owner != NONE {
-                        t.set_view_src(self.tensor(table, owner));
+                    if let Some(owner) = owner {
+                        t.set_view_src(self.tensor(table, owner.get()));
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
@@ -387,14 +410,15 @@ impl Galloc {
             };
             let g = t.get();
             let vsrc = if g.view_src.is_null() {
-                NONE
-            } else if let Some(v) = info.vsrc.map(|v| v.get()).filter(|&v| keys[v as usize] == g.view_src) {
-                v // as registered (ggml-alloc may have changed it since)
+                None
+            } else if let Some(v) = info.vsrc.filter(|&v| keys[v.get() as usize] == g.view_src) {
+                Some(v) // as registered (ggml-alloc may have changed it since)
             } else {
-                table.find(g.view_src).unwrap_or_else(|| {
+                let v = table.find(g.view_src).map(SlotId::new);
+                if v.is_none() {
                     unheld.push(self.slots.len());
-                    NONE
-                })
+                }
+                v
             };
             self.slots.push(Slot { data: g.data as usize, buffer: g.buffer, vsrc, children: 0, views: 0, backend: info.assign });
         }
@@ -402,7 +426,7 @@ impl Galloc {
         // changed since the table was made) get extra ids
         for i in unheld {
             let v = self.tensor(table, i as u32).get().view_src;
-            self.slots[i].vsrc = self.id_of(table, v);
+            self.slots[i].vsrc = Some(SlotId::new(self.id_of(table, v)));
         }
     }
 
@@ -428,22 +452,23 @@ impl Galloc {
         self.slots.push(Slot { data, buffer, ..Slot::EMPTY });
         if !view_src.is_null() {
             let v = self.id_of(table, view_src);
-            self.slots[id as usize].vsrc = v;
+            self.slots[id as usize].vsrc = Some(SlotId::new(v));
         }
         id
     }
 
     /// `init_view`: the view takes its source's buffer and memory.
     #[inline(always)]
-    fn init_view(&mut self, table: &Table, id: u32, owner: u32, func: &str) {
+    fn init_view(&mut self, table: &Table, id: u32, owner: Id, func: &str) {
         let i = id as usize;
-        if owner != NONE {
+        if owner.is_some() {
             self.slots[i].vsrc = owner;
         }
-        let v = self.slots[self.slots[i].vsrc as usize];
+        let vsrc = self.slots[i].vsrc.expect("a view, or in place in an owner's memory").get();
+        let v = self.slots[vsrc as usize];
         if v.data == 0 {
             let t = self.tensor(table, id);
-            let src = self.tensor(table, self.slots[i].vsrc);
+            let src = self.tensor(table, vsrc);
             fatal(
                 func,
                 &format!(
@@ -455,9 +480,7 @@ impl Galloc {
             );
         }
         let offs = self.tensor(table, id).get().view_offs;
-        if self.recording {
-            self.reads.push(Read::Offs { id, offs });
-        }
+        self.note(Read::Offs { id, offs });
         let s = &mut self.slots[i];
         s.buffer = v.buffer;
         s.data = v.data + offs;
@@ -476,8 +499,8 @@ impl Galloc {
     fn allocate(&mut self, table: &Table, id: u32, srcs: Option<&[u32]>, arenas: &[Arena], func: &str) -> Result<bool, BackendIdx> {
         let i = id as usize;
         let n = self.slots[i];
-        if n.vsrc != NONE {
-            self.init_view(table, id, NONE, func);
+        if n.vsrc.is_some() {
+            self.init_view(table, id, None, func);
             return Ok(true);
         }
         let Some((b, arena)) = n.backend.map(|b| (b, &arenas[b])) else {
@@ -485,9 +508,7 @@ impl Galloc {
         };
         let t = self.tensor(table, id);
         let inplace = can_inplace(self.in_place, t.get().op);
-        if self.recording {
-            self.reads.push(Read::InPlace { id, yes: inplace });
-        }
+        self.note(Read::InPlace { id, yes: inplace });
         let mut keep = true;
         if inplace {
             let own;
@@ -506,29 +527,25 @@ impl Galloc {
                     continue;
                 }
                 let same = t.same_layout(self.tensor(table, p));
-                if self.recording {
-                    self.reads.push(Read::Layout { id, other: p, yes: same });
-                }
+                self.note(Read::Layout { id, other: p, yes: same });
                 if !same {
                     continue;
                 }
-                if ps.vsrc == NONE {
+                let Some(v) = ps.vsrc else {
                     self.slots[p as usize].views += 1;
-                    self.init_view(table, id, p, func);
+                    self.init_view(table, id, Some(SlotId::new(p)), func);
                     return Ok(keep);
-                }
-                let vs = self.slots[ps.vsrc as usize];
+                };
+                let vs = self.slots[v.get() as usize];
                 if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
-                    self.slots[ps.vsrc as usize].views += 1;
-                    self.init_view(table, id, ps.vsrc, func);
+                    self.slots[v.get() as usize].views += 1;
+                    self.init_view(table, id, Some(v), func);
                     return Ok(keep);
                 }
             }
         }
         let bytes = arena.buffer.alloc_size(t);
-        if self.recording {
-            self.reads.push(Read::Size { id, b, bytes });
-        }
+        self.note(Read::Size { id, b, bytes });
         let size = padded(bytes, arena.align);
         let offset = self.models[b].alloc(size).ok_or(b)?;
         let s = &mut self.slots[i];
@@ -548,9 +565,7 @@ impl Galloc {
             return;
         }
         let bytes = arena.buffer.alloc_size(self.tensor(table, id));
-        if self.recording {
-            self.reads.push(Read::Size { id, b, bytes });
-        }
+        self.note(Read::Size { id, b, bytes });
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[b].free(offset, size).is_none() {

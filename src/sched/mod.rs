@@ -141,6 +141,7 @@ impl Sched {
         self.measuring = true;
         self.split_graph(graph, func);
         self.measuring = false;
+        self.clear_stats();
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
         let sizes = self.measure_split(func);
@@ -184,7 +185,15 @@ impl Sched {
         self.st.table.release();
         self.st.reuse.forget();
         self.galloc.forget();
+        self.clear_stats();
+    }
+
+    /// Statistics start over: a zero record per split of the current split,
+    /// and per backend. The one place they are reset (each compute, measure
+    /// and reset).
+    fn clear_stats(&mut self) {
         self.split_stats.clear();
+        self.split_stats.resize(self.st.splits.len(), SplitStats::default());
         self.per.iter_mut().for_each(|p| p.stats = BackendStats::default());
     }
 
@@ -321,6 +330,26 @@ impl Sched {
         });
         tensor_copy(input, copy);
         input.nbytes()
+    }
+
+    /// A compute's plan and placement, before anything runs: split the graph
+    /// (or reuse the last split), then place its tensors. Where the placement
+    /// cannot fit with `set_node_backend`'s assignments (a backend could not
+    /// grow its buffer), they are dropped and the graph is split again: the
+    /// driver decides, the placement never calls the passes.
+    pub(super) fn plan_and_place(&mut self, graph: GraphRef, func: &str) {
+        let new = self.split_graph(graph, func);
+        if self.allocate(!new, func).is_ok() {
+            self.clear_stats();
+            return;
+        }
+        self.user.clear(0);
+        self.st.unpatch();
+        let new = self.split_graph(graph, func);
+        if self.allocate(!new, func).is_err() {
+            unreachable!("without user assignments a placement that cannot grow stops with a message");
+        }
+        self.clear_stats();
     }
 
     /// Print the assignments and splits of the last split_graph to stderr.

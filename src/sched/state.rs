@@ -41,9 +41,9 @@ pub(super) struct NodeInfo {
 pub(super) struct CopyOf {
     pub(super) src: u32,
     pub(super) backend: BackendIdx,
-    /// Split index + 1 (dedupes a split's inputs: all of them are copies to
-    /// the split's backend, so one mark per copy suffices).
-    pub(super) mark: u32,
+    /// The last split that listed it as an input (dedupes a split's inputs:
+    /// all of them are copies to the split's backend, so one per copy suffices).
+    pub(super) last_split: Option<u32>,
     /// Its table slot (once made).
     pub(super) slot: Option<SlotId>,
 }
@@ -270,13 +270,8 @@ impl State {
         }
         for split in &self.splits {
             for &(slot, copy) in &self.inputs[split.inputs.clone()] {
-                // the copy's sources (see assign::refresh_copy): the input's
-                // memory's owner, if a view, then the input
                 let start = order.srcs.len() as u32;
-                if let Some(owner) = self.table.tensor(slot).view_src().and_then(|v| self.table.find(v.as_ptr())) {
-                    order.srcs.push(owner);
-                }
-                order.srcs.push(slot);
+                order.srcs.extend(copy_sources(self.table.tensor(slot)).filter_map(|s| self.table.find(s.as_ptr())));
                 order.entries.push((self.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
             }
             let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end };
@@ -297,6 +292,17 @@ impl State {
     pub(super) fn unpatch(&mut self) {
         self.patches.undo();
     }
+}
+
+/// The sources of an input copy of `src`, in order: the owner of its memory
+/// if it is a view, then `src`. The placement (as ggml-alloc) allocates a
+/// copy's sources before the copy, and a view's memory may not be allocated
+/// yet (a measure graph's input, whose first user is later in this split):
+/// its owner goes first, so the view can be initialised (the original
+/// asserted in init_view there). The copy's `src` (assign::refresh_copy)
+/// and the placement's walk (`State::build_order`) both read this.
+pub(super) fn copy_sources(src: TensorRef) -> impl Iterator<Item = TensorRef> {
+    src.view_src().into_iter().chain(core::iter::once(src))
 }
 
 /// Name of an input copy: "<backend>#<source>", as the original names them

@@ -675,6 +675,11 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     other[0].free = vec![(64, 1024 - 64)];
     assert!(!g.still_holds(&st.table, &other), "the compute buffer's free blocks");
 
+    edit(v, |t| t.view_src = n2);
+    assert!(!g.still_holds(&st.table, &arenas), "a tensor's view source (the plan loaded it)");
+    edit(v, |t| t.view_src = n0);
+    assert!(g.still_holds(&st.table, &arenas));
+
     // (the view has its memory: its offset is not read again)
     edit(v, |t| t.view_offs = 8);
     assert!(g.still_holds(&st.table, &arenas), "what the plan did not read");
