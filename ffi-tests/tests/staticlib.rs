@@ -89,11 +89,16 @@ fn link_traced(name: &str, sources: &[&str], lib: &Path, traced: &[&str]) -> (Pa
         .arg("-Wl,--whole-archive")
         .arg(out.join("libggml_core.a"))
         .arg("-Wl,--no-whole-archive")
+        // (a group: ggml-alloc calls back into the archive, and which of
+        // cargo's members a program pulls depends on how the library's code
+        // falls into them, which differs by target)
+        .arg("-Wl,--start-group")
         .arg(lib)
         // (for whatever the archive's pulled members need: cargo's archive
         // may bring in the library's code with a libm copy)
         .arg(out.join("libggml_alloc_ours.a"))
         .arg(out.join("libggml_core.a"))
+        .arg("-Wl,--end-group")
         .args(harness::NATIVE_STATIC_LIBS)
         .args(harness::extra_ldflags());
     for t in traced {
