@@ -160,7 +160,33 @@ struct sched_bench {
     struct wsp_ggml_tensor * out;
     wsp_ggml_backend_sched_t sched;
     int vary_flip; // benchmark 1 "vary": which of the two graphs comes next
+    struct wsp_ggml_tensor ** w; // [3 * n_layers] weights, in their layers' order
+    // the "rebuilt" families: the graph built anew in a context of its own
+    // for every compute, in one memory block (as ggml's programs do)
+    void * rmem;
+    size_t rmem_size;
+    struct wsp_ggml_context * rctx;
 };
+
+// The layers over x0 in ctx: the output, and the graph in sb->graph.
+static void sb_build(struct sched_bench * sb, struct wsp_ggml_context * ctx) {
+    struct wsp_ggml_tensor * x = sb->x0;
+    struct wsp_ggml_tensor ** w = sb->w;
+    for (int l = 0; l < sb->n_layers; l++) {
+        struct wsp_ggml_tensor * h1 = wsp_ggml_mul(ctx, x, w[3 * l + 0]);
+        struct wsp_ggml_tensor * h = wsp_ggml_add(ctx, h1, w[3 * l + 1]);
+        h = wsp_ggml_gelu(ctx, h);
+        struct wsp_ggml_tensor * r = wsp_ggml_reshape_2d(ctx, h, SB_E / 2, 2);
+        r = wsp_ggml_soft_max(ctx, r);
+        h = wsp_ggml_reshape_1d(ctx, r, SB_E);
+        h = wsp_ggml_mul(ctx, h, w[3 * l + 2]);
+        x = wsp_ggml_add(ctx, h, h1);
+    }
+    sb->out = x;
+    sb->graph = wsp_ggml_new_graph_custom(ctx, (size_t)sb->n_nodes, false);
+    wsp_ggml_build_forward_expand(sb->graph, x);
+    BCHECK(sb->graph->n_nodes == sb->n_nodes);
+}
 
 static wsp_ggml_backend_t sb_test_backend(const char * name) {
     struct test_backend_options o;
@@ -256,6 +282,37 @@ __attribute__((noinline)) void B(cycle_loop)(struct sched_bench * sb, int iters)
     }
 }
 
+// The "rebuilt" families (issue 23): as ggml's programs (gpt-2, whisper)
+// build their graphs, a new context in the same memory block and a new
+// graph for every compute. `drop_last`: the graph without its last node (a
+// different graph, as in "vary"). Not measured: only the compute is.
+__attribute__((noinline)) void B(sched_rebuild)(struct sched_bench * sb, int drop_last) {
+    if (sb->rctx != NULL) {
+        wsp_ggml_free(sb->rctx);
+    }
+    struct wsp_ggml_init_params p = { sb->rmem_size, sb->rmem, true };
+    sb->rctx = wsp_ggml_init(p);
+    BCHECK(sb->rctx != NULL);
+    sb_build(sb, sb->rctx);
+    sb->graph->n_nodes -= drop_last;
+}
+
+// The loops measured under callgrind: rebuild (not collected), compute.
+__attribute__((noinline)) void B(rebuilt_loop)(struct sched_bench * sb, int iters) {
+    for (int i = 0; i < iters; i++) {
+        B(sched_rebuild)(sb, 0);
+        B(sched_compute)(sb);
+    }
+}
+
+__attribute__((noinline)) void B(rebuilt_vary_loop)(struct sched_bench * sb, int iters) {
+    for (int i = 0; i < iters; i++) {
+        sb->vary_flip ^= 1;
+        B(sched_rebuild)(sb, sb->vary_flip);
+        B(sched_compute)(sb);
+    }
+}
+
 // After a compute (before restoring): hash of the output.
 uint64_t B(sched_checksum)(struct sched_bench * sb) {
     return tensor_fnv(sb->out);
@@ -331,6 +388,7 @@ struct sched_bench * B(sched_setup_blocks)(int n_backends, int n_nodes, int bloc
     fill_tensor(sb->x0, &rng, 1.0f);
     struct wsp_ggml_tensor ** w = (struct wsp_ggml_tensor **)malloc(sizeof(*w) * 3 * (size_t)sb->n_layers);
     BCHECK(w != NULL);
+    sb->w = w;
     const int layers_per_block = block_nodes / SB_LAYER_NODES;
     for (int l = 0; l < sb->n_layers; l++) {
         int b = (l / layers_per_block) % n_backends;
@@ -346,23 +404,10 @@ struct sched_bench * B(sched_setup_blocks)(int n_backends, int n_nodes, int bloc
 
     // graph
     sb->gctx = no_alloc_ctx((size_t)n_nodes + 16, (size_t)n_nodes);
-    struct wsp_ggml_context * ctx = sb->gctx;
-    struct wsp_ggml_tensor * x = sb->x0;
-    for (int l = 0; l < sb->n_layers; l++) {
-        struct wsp_ggml_tensor * h1 = wsp_ggml_mul(ctx, x, w[3 * l + 0]);
-        struct wsp_ggml_tensor * h = wsp_ggml_add(ctx, h1, w[3 * l + 1]);
-        h = wsp_ggml_gelu(ctx, h);
-        struct wsp_ggml_tensor * r = wsp_ggml_reshape_2d(ctx, h, SB_E / 2, 2);
-        r = wsp_ggml_soft_max(ctx, r);
-        h = wsp_ggml_reshape_1d(ctx, r, SB_E);
-        h = wsp_ggml_mul(ctx, h, w[3 * l + 2]);
-        x = wsp_ggml_add(ctx, h, h1);
-    }
-    free(w);
-    sb->out = x;
-    sb->graph = wsp_ggml_new_graph_custom(ctx, (size_t)n_nodes, false);
-    wsp_ggml_build_forward_expand(sb->graph, x);
-    BCHECK(sb->graph->n_nodes == n_nodes);
+    sb_build(sb, sb->gctx);
+    sb->rmem_size = ((size_t)n_nodes + 16) * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom((size_t)n_nodes, false) + 1024;
+    sb->rmem = malloc(sb->rmem_size);
+    BCHECK(sb->rmem != NULL);
     sb->snap = (struct wsp_ggml_tensor *)malloc(sizeof(struct wsp_ggml_tensor) * (size_t)n_nodes);
     BCHECK(sb->snap != NULL);
     for (int i = 0; i < n_nodes; i++) {
@@ -394,6 +439,11 @@ void B(sched_teardown)(struct sched_bench * sb) {
         wsp_ggml_backend_buffer_free(sb->buffers[i]);
     }
     wsp_ggml_free(sb->gctx);
+    if (sb->rctx != NULL) {
+        wsp_ggml_free(sb->rctx);
+    }
+    free(sb->rmem);
+    free(sb->w);
     wsp_ggml_free(sb->wctx);
     for (int i = 0; i < sb->n_backends; i++) {
         wsp_ggml_backend_free(sb->backends[i]);

@@ -41,6 +41,12 @@ macro_rules! driver {
                 pub fn sched_compute_vary(sb: *mut c_void);
                 #[link_name = concat!($p, "vary_loop")]
                 pub fn vary_loop(sb: *mut c_void, iters: c_int);
+                #[link_name = concat!($p, "sched_rebuild")]
+                pub fn sched_rebuild(sb: *mut c_void, drop_last: c_int);
+                #[link_name = concat!($p, "rebuilt_loop")]
+                pub fn rebuilt_loop(sb: *mut c_void, iters: c_int);
+                #[link_name = concat!($p, "rebuilt_vary_loop")]
+                pub fn rebuilt_vary_loop(sb: *mut c_void, iters: c_int);
                 #[link_name = concat!($p, "sched_loop")]
                 pub fn sched_loop(sb: *mut c_void, iters: c_int);
                 #[link_name = concat!($p, "cycle_loop")]
@@ -99,6 +105,9 @@ macro_rules! driver {
                 sched_compute_fresh,
                 sched_compute_vary,
                 vary_loop,
+                sched_rebuild,
+                rebuilt_loop,
+                rebuilt_vary_loop,
                 sched_loop,
                 cycle_loop,
                 sched_checksum,
@@ -151,6 +160,9 @@ pub struct Impl {
     pub sched_compute_fresh: unsafe extern "C" fn(P),
     pub sched_compute_vary: unsafe extern "C" fn(P),
     pub vary_loop: unsafe extern "C" fn(P, c_int),
+    pub sched_rebuild: unsafe extern "C" fn(P, c_int),
+    pub rebuilt_loop: unsafe extern "C" fn(P, c_int),
+    pub rebuilt_vary_loop: unsafe extern "C" fn(P, c_int),
     pub sched_loop: unsafe extern "C" fn(P, c_int),
     pub cycle_loop: unsafe extern "C" fn(P, c_int),
     pub sched_checksum: unsafe extern "C" fn(P) -> u64,
@@ -305,6 +317,21 @@ impl SchedBench {
     pub fn vary_loop(&mut self, iters: usize) {
         // SAFETY: as above.
         unsafe { (self.imp.vary_loop)(self.ptr, iters as c_int) }
+    }
+
+    /// The graph built anew in a new context (same memory block), as ggml's
+    /// programs do; `drop_last`: without its last node (a different graph).
+    pub fn rebuild(&mut self, drop_last: bool) {
+        // SAFETY: as above.
+        unsafe { (self.imp.sched_rebuild)(self.ptr, c_int::from(drop_last)) }
+    }
+
+    /// `iters` times (rebuild, compute), in C (what callgrind measures);
+    /// `vary`: every other graph without its last node.
+    pub fn rebuilt_loop(&mut self, iters: usize, vary: bool) {
+        let f = if vary { self.imp.rebuilt_vary_loop } else { self.imp.rebuilt_loop };
+        // SAFETY: as above.
+        unsafe { f(self.ptr, iters as c_int) }
     }
 
     /// `iters` times (restore, compute), in C (what callgrind measures).

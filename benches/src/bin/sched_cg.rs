@@ -1,11 +1,15 @@
 //! Runs benchmark 1's compute loop for one implementation, for
 //! `scripts/callgrind`:
-//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|cycle] [splits]`.
+//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle] [splits]`.
 //!
 //! - `steady` (default): the same graph computed again
 //!   (`<prefix>sched_loop`);
 //! - `vary`: the "vary" family's computes (`<prefix>vary_loop`: every graph
 //!   differs from the previous one);
+//! - `rebuilt`, `rebuilt-vary`: as ggml's programs build graphs, a new
+//!   context (in the same memory block) and a new graph for every compute
+//!   (`<prefix>rebuilt_loop`, `<prefix>rebuilt_vary_loop`): the same graph
+//!   every time, or every other one without its last node;
 //! - `cycle`: benchmark 2's scheduler lifetimes instead (`<prefix>cycle_loop`,
 //!   at most ~50 for the original).
 //!
@@ -22,7 +26,7 @@
 use wsp_bench::{Impl, SchedBench, BLOCK_NODES};
 
 fn usage() -> ! {
-    eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|cycle] [splits]");
+    eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle] [splits]");
     std::process::exit(2);
 }
 
@@ -36,7 +40,7 @@ fn main() {
     let n: usize = args[3].parse().expect("n_nodes");
     let iters: usize = args[4].parse().expect("iters");
     let mode = args.get(5).map(String::as_str).unwrap_or("steady");
-    if !["steady", "vary", "cycle"].contains(&mode) {
+    if !["steady", "vary", "rebuilt", "rebuilt-vary", "cycle"].contains(&mode) {
         usage();
     }
     let block = match args.get(6) {
@@ -61,6 +65,21 @@ fn main() {
         return;
     }
     let mut sb = SchedBench::with_blocks(imp, nb, n, block, true);
+    if mode.starts_with("rebuilt") {
+        let vary = mode == "rebuilt-vary";
+        let mut splits = 0;
+        for k in 0..8 {
+            // (an even number: the last warm-up computes the whole graph)
+            sb.rebuild(vary && k % 2 == 0);
+            let before = sb.test_stats().0;
+            sb.compute();
+            splits = sb.test_stats().0 - before;
+        }
+        let sum = sb.checksum();
+        sb.rebuilt_loop(iters, vary);
+        println!("{head},\"test_splits\":{splits},\"checksum\":\"{sum:016x}\"}}");
+        return;
+    }
     let compute = if mode == "vary" { SchedBench::compute_vary } else { SchedBench::compute };
     // past ours' table refit (at the 5th compute of the same graph); an even
     // number, so that the vary family's last warm-up computes the whole graph
