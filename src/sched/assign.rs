@@ -1,19 +1,21 @@
 //! Backend assignment and graph splitting: the original's four passes, run
 //! over a slot-indexed copy of the graph (each tensor is hashed once per
-//! split, when the graph is indexed; the passes only index arrays).
+//! split, when the graph is indexed; the passes only index arrays). The
+//! passes hold no tensor: they read the snapshot (`SlotInfo`, `GraphSlots`)
+//! and ask everything else through the [`Probe`] (probe.rs), which records
+//! what a reuse must ask again.
 
 use crate::prelude::*;
 
-use super::ids::Rule;
-use super::ids::{BackendIdx, Loc, SlotId};
-use super::state::{copy_name, copy_sources, CopyOf, NodeInfo, Patch, Sched, Split};
-use super::table::{Attempt, Full, Retry, Seen, SlotInfo};
+use super::ids::{BackendIdx, Loc, Rule, SlotId};
+use super::probe::{Probe, Registrar};
+use super::state::{CopyOf, GraphSlots, NodeInfo, Patch, Sched, Split, SplitPlan, State};
+use super::table::{Attempt, Retry, SlotInfo};
 use crate::ptrmap::PtrMap;
 
 use crate::fatal::fatal;
-use crate::ggml::{self, wsp_ggml_cgraph, GraphRef, TensorRef};
+use crate::ggml::GraphRef;
 use crate::handle::BackendRef;
-use crate::handle::BufferRef;
 
 /// The best candidate of the original's source rule: a source wins if its
 /// backend has a better priority *and* it is at least as large as the current
@@ -39,7 +41,7 @@ struct Chains {
 impl Chains {
     fn build(&mut self, p: &Planner<'_>) {
         self.built = true;
-        for n in &p.st.nodes {
+        for n in &p.graph.nodes {
             if let Some(vs) = n.vsrc.filter(|_| !p.view_op(n.slot)) {
                 self.members.push((p.memory_root(vs), n.slot));
             }
@@ -56,15 +58,14 @@ impl Chains {
     }
 }
 
-/// The passes, over the scheduler's tables: what they read of the
-/// scheduler (its backends, user assignments, debug switch) and the state
-/// they fill. Made for one split by `Sched::try_split` (and by the unit
-/// tests, without a scheduler or ggml).
+/// The passes, over one split's snapshot: per slot what registration read
+/// and the backend and rule they give it (`slots`), the graph in slots, and
+/// what they decide besides (`plan`); C only through the probe.
 pub(super) struct Planner<'a> {
-    pub st: &'a mut super::state::State,
-    pub backends: &'a [BackendRef],
-    /// Per backend: it accepts every op (`Sched::accepts_all`).
-    pub accepts_all: &'a [bool],
+    pub probe: Probe<'a>,
+    pub slots: &'a mut [SlotInfo],
+    pub graph: &'a GraphSlots,
+    pub plan: &'a mut SplitPlan,
     pub user: &'a PtrMap,
     pub debug: bool,
     /// Planning for `init_measure`/`reserve`: only sizes come of it, so
@@ -75,79 +76,55 @@ pub(super) struct Planner<'a> {
     pub lenient: bool,
 }
 
+/// What a split is planned with besides the graph: the scheduler's
+/// backends (and which accept every op), user assignments and switches.
+pub(super) struct PlanInputs<'a> {
+    pub backends: &'a [BackendRef],
+    pub accepts_all: &'a [bool],
+    pub user: &'a PtrMap,
+    pub debug: bool,
+    pub measuring: bool,
+}
+
+/// Make a split of `graph` in `st`: snapshot (registration), the passes,
+/// then apply (copies, patches, the placement's walk, split views).
+/// Returns whether the plan was lenient (see `Planner::lenient`).
+pub(super) fn make_split(st: &mut State, inputs: &PlanInputs<'_>, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
+    Registrar { st, backends: inputs.backends }.index_graph(graph, attempt, func)?;
+    st.table.accept(attempt)?;
+    let lenient = {
+        let (keys, slots) = st.table.parts_mut();
+        let mut p = Planner {
+            probe: Probe::new(keys, inputs.backends, inputs.accepts_all, &mut st.reuse),
+            slots,
+            graph: &st.graph,
+            plan: &mut st.plan,
+            user: inputs.user,
+            debug: inputs.debug,
+            measuring: inputs.measuring,
+            lenient: false,
+        };
+        p.run(func);
+        p.lenient
+    };
+    st.make_copies(inputs.backends)?;
+    st.patch();
+    st.build_order();
+    st.view_splits(graph);
+    Ok(lenient)
+}
+
 impl Planner<'_> {
-    /// Slot of `t` in this split's table, registering it (and the tensors
-    /// whose memory it views, which the allocation looks up too) on first
-    /// sight. `listed`: `t` is a leaf or node of the graph (the others are
-    /// remembered, for reuse.rs to check their locations).
-    #[inline(always)]
-    fn register(&mut self, t: TensorRef, listed: bool) -> Result<u32, Full> {
-        let (slot, new) = self.st.table.insert(t)?;
-        if new {
-            self.register_new(slot, t, listed)?;
-        }
-        Ok(slot)
-    }
-
-    /// [`Planner::register`] for a graph leaf or node: nearly always its
-    /// first sight, so all of it inline.
-    #[inline(always)]
-    fn register_listed(&mut self, t: TensorRef) -> Result<u32, Full> {
-        let (slot, new) = self.st.table.insert(t)?;
-        if new {
-            self.describe(slot, t, true);
-            if t.get().view_src.is_null() {
-                return Ok(slot);
-            }
-            self.register_view_chain(slot, t)?;
-        }
-        Ok(slot)
-    }
-
-    /// The first sight of `t` (most look-ups find a source already seen as
-    /// a node, so this stays out of line).
-    #[inline(never)]
-    fn register_new(&mut self, slot: u32, t: TensorRef, listed: bool) -> Result<(), Full> {
-        self.describe(slot, t, listed);
-        self.register_view_chain(slot, t)
-    }
-
-    /// Register the tensors whose memory `t` (in `slot`) views.
-    fn register_view_chain(&mut self, slot: u32, t: TensorRef) -> Result<(), Full> {
-        let (mut at, mut next) = (slot, t.view_src());
-        while let Some(v) = next {
-            let (s, new) = self.st.table.insert(v)?;
-            self.st.table.info[at as usize].vsrc = Some(SlotId::new(s));
-            if !new {
-                break;
-            }
-            self.describe(s, v, false);
-            (at, next) = (s, v.view_src());
-        }
-        Ok(())
-    }
-
-    #[inline(always)]
-    fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
-        // (the view source's slot is set when it is registered)
-        let seen = Seen::read(t, |t| locate(self.backends, t));
-        self.st.table.info[slot as usize] =
-            SlotInfo { assign: None, packed_loc: seen.loc.into(), rule: Rule::Unset, flags: seen.flags, vsrc: None };
-        if !listed {
-            self.st.reuse.unlisted.push(slot);
-        }
-    }
-
     /// The facts of tensor `slot` read when it was registered.
     #[inline]
     fn info(&self, slot: u32) -> SlotInfo {
-        self.st.table.info[slot as usize]
+        self.slots[slot as usize]
     }
 
     /// Whether some registered tensor works in tensor `slot`'s memory (a
     /// view of it: the placement needs that memory to initialise the view).
     fn viewed(&self, slot: u32) -> bool {
-        self.st.table.info.iter().any(|i| i.vsrc == Some(SlotId::new(slot)))
+        self.slots.iter().any(|i| i.vsrc == Some(SlotId::new(slot)))
     }
 
     /// Whether tensor `slot`'s op is a view op.
@@ -158,24 +135,19 @@ impl Planner<'_> {
 
     #[inline]
     fn set(&mut self, slot: u32, backend: BackendIdx, rule: Rule) {
-        let info = &mut self.st.table.info[slot as usize];
+        let info = &mut self.slots[slot as usize];
         info.assign = Some(backend);
         info.rule = rule;
     }
 
     #[inline]
     fn assign(&self, slot: u32) -> Option<BackendIdx> {
-        self.st.table.info[slot as usize].assign
+        self.slots[slot as usize].assign
     }
 
     #[inline]
     fn loc(&self, slot: u32) -> Loc {
-        self.st.table.info[slot as usize].loc()
-    }
-
-    #[inline]
-    fn tensor(&self, slot: u32) -> TensorRef {
-        self.st.table.tensor(slot)
+        self.slots[slot as usize].loc()
     }
 
     /// The `set_node_backend` assignment of tensor `slot`, where it can be
@@ -194,8 +166,7 @@ impl Planner<'_> {
 
     #[cold]
     fn applicable_user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
-        let t = self.tensor(slot);
-        let b = BackendIdx::new(self.user.get(t.as_ptr() as usize as u64)? as usize);
+        let b = BackendIdx::new(self.user.get(self.probe.address(slot))? as usize);
         let why = if self.loc(slot).in_buffer() || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc.is_some() {
@@ -208,32 +179,29 @@ impl Planner<'_> {
         if self.debug {
             crate::platform::errln!(
                 "wsp_ggml_backend_sched: set_node_backend('{}', '{}') not applied: {why}",
-                t.name_lossy(),
-                self.backends[b].name_lossy()
+                self.probe.name(slot),
+                self.probe.backend_name(b)
             );
         }
         None
     }
 
-    /// Size of tensor `slot`, asked through the recorder (reuse.rs).
+    /// Size of tensor `slot`, asked through the probe (recorded).
     fn nbytes(&mut self, slot: u32) -> usize {
-        let t = self.tensor(slot);
-        self.st.reuse.nbytes(t, slot)
+        self.probe.nbytes(slot)
     }
 
     /// Whether backend `b` supports tensor `slot`'s op, asked through the
-    /// recorder (reuse.rs): every `supports_op` question of the passes goes
-    /// through here.
+    /// probe (recorded): every `supports_op` question of the passes.
     #[inline]
     fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
-        let t = self.tensor(slot);
-        self.st.reuse.supports(self.backends[b], self.accepts_all[b], b, t, slot)
+        self.probe.supports(b, slot)
     }
 
     /// The next backend after `a` in priority order (wrapping around) that
     /// supports tensor `slot`.
     fn next_supporting(&mut self, a: BackendIdx, slot: u32) -> Option<BackendIdx> {
-        let n = self.backends.len();
+        let n = self.probe.n_backends();
         (1..n).map(|d| BackendIdx::new((a.get() + d) % n)).find(|&b| self.supports(b, slot))
     }
 
@@ -261,19 +229,26 @@ impl Planner<'_> {
         if let Loc::At(b) = loc {
             return b;
         }
-        let t = self.tensor(slot);
-        let backend = crate::handle::tensor_backend(t).map_or_else(|| "?".into(), BackendRef::name_lossy);
+        let backend = self.probe.memory_backend_name(slot);
         fatal(
             func,
-            &format!("tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends", t.name_lossy()),
+            &format!(
+                "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
+                self.probe.name(slot)
+            ),
         );
     }
 
-    /// Sources of node `i` (slots).
+    /// Sources of node `i` (their positions in `GraphSlots::srcs`).
     #[inline]
     fn node_srcs(&self, i: usize) -> core::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { self.st.nodes[i - 1].srcs_end as usize };
-        start..self.st.nodes[i].srcs_end as usize
+        self.graph.node_srcs(i)
+    }
+
+    /// Name and op name of node `i`, for messages.
+    fn node_names(&self, i: usize) -> (String, String) {
+        let slot = self.graph.nodes[i].slot;
+        (self.probe.name(slot), self.probe.op_name(slot))
     }
 }
 
@@ -283,7 +258,7 @@ impl Sched {
     /// unchanged.
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
-        let same = self.user.is_empty() && self.planner().still_valid(graph);
+        let same = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
         let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
         // (a refit makes the same split in a new table: its slots are new)
         let reused = same && refit.is_none();
@@ -308,96 +283,34 @@ impl Sched {
         !reused
     }
 
-    /// The passes over this scheduler's tables.
-    fn planner(&mut self) -> Planner<'_> {
-        Planner {
-            st: &mut self.st,
+    /// Returns whether the plan was lenient (see `Planner::lenient`).
+    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
+        let inputs = PlanInputs {
             backends: &self.backends,
             accepts_all: &self.accepts_all,
             user: &self.user,
             debug: self.debug,
             measuring: self.measuring,
-            lenient: false,
-        }
-    }
-
-    /// Returns whether the plan was lenient (see `Planner::lenient`).
-    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
-        let mut p = self.planner();
-        p.plan(graph, attempt, func)?;
-        let lenient = p.lenient;
-        self.view_splits(graph);
-        Ok(lenient)
+        };
+        make_split(&mut self.st, &inputs, graph, attempt, func)
     }
 }
 
 impl Planner<'_> {
-    /// Index `graph` and run the passes: assignments, splits, input copies;
-    /// then make the copies and patch the graph's sources.
-    pub(super) fn plan(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Retry> {
-        self.index_graph(graph, attempt, func)?;
-        self.st.table.accept(attempt)?;
+    /// The passes: assignments, splits, input copies.
+    fn run(&mut self, func: &str) {
         self.pass1_from_locations(func);
         self.pass2_from_sources();
         self.move_unsupported_nodes(func);
         self.pass3_from_consumers(func);
         self.pass4_split(func);
-        // apply the plan
-        self.make_copies()?;
-        self.st.patch();
-        self.st.build_order();
-        Ok(())
-    }
-
-    /// Clear the tables and register every leaf, node, source and view source.
-    fn index_graph(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Full> {
-        let st = &mut self.st;
-        st.table.reset_for(attempt);
-        st.clear_split();
-        st.leafs.reserve_exact(graph.n_leafs());
-        st.nodes.reserve_exact(graph.n_nodes());
-
-        // (A NULL entry would put the splits' views of the node array out of
-        // step with our node list.)
-        for (i, leaf) in graph.leaf_entries().enumerate() {
-            let leaf = leaf.unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
-            let slot = self.register_listed(leaf)?;
-            let vsrc = match leaf.view_src() {
-                Some(v) => Some(SlotId::new(self.register(v, false)?)),
-                None => None,
-            };
-            self.st.leafs.push((slot, vsrc));
-        }
-        for (i, node) in graph.node_entries().enumerate() {
-            let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
-            let slot = self.register_listed(node)?;
-            for (_, src) in node.srcs() {
-                let s = self.register(src, false)?;
-                self.st.srcs.push(s);
-            }
-            let vsrc = match node.view_src() {
-                Some(v) => Some(SlotId::new(self.register(v, false)?)),
-                None => None,
-            };
-            self.st.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.srcs.len() as u32 });
-        }
-        // (memory held: only a capacity far above the need is given back,
-        // not one that the next graph refills)
-        if self.st.srcs.capacity() > 2 * self.st.srcs.len() + 64 {
-            self.st.srcs.shrink_to_fit();
-        }
-        Ok(())
-    }
-
-    fn node(&self, i: usize) -> TensorRef {
-        self.tensor(self.st.nodes[i].slot)
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
     /// memory) already lives on a backend.
     fn pass1_from_locations(&mut self, func: &str) {
-        for k in 0..self.st.leafs.len() {
-            let (slot, vsrc) = self.st.leafs[k];
+        for k in 0..self.graph.leafs.len() {
+            let (slot, vsrc) = self.graph.leafs[k];
             if let Some(b) = self.user_assignment(slot, vsrc, false) {
                 self.set(slot, b, Rule::User);
                 continue;
@@ -414,8 +327,8 @@ impl Planner<'_> {
                 self.set(slot, b, Rule::Leaf);
             }
         }
-        for i in 0..self.st.nodes.len() {
-            let NodeInfo { slot, vsrc: vs, .. } = self.st.nodes[i];
+        for i in 0..self.graph.nodes.len() {
+            let NodeInfo { slot, vsrc: vs, .. } = self.graph.nodes[i];
             if let Some(b) = self.user_assignment(slot, vs, true) {
                 self.set(slot, b, Rule::User);
                 continue;
@@ -437,7 +350,7 @@ impl Planner<'_> {
             }
             let mut best = None;
             for (j, k) in self.node_srcs(i).enumerate() {
-                let sid = self.st.srcs[k];
+                let sid = self.graph.srcs[k];
                 if let Loc::At(prio) = self.loc(sid) {
                     self.consider(&mut best, prio, sid, j);
                 }
@@ -450,14 +363,14 @@ impl Planner<'_> {
 
     /// Pass 2: remaining nodes follow their sources' assignments (same rule).
     fn pass2_from_sources(&mut self) {
-        for i in 0..self.st.nodes.len() {
-            let slot = self.st.nodes[i].slot;
+        for i in 0..self.graph.nodes.len() {
+            let slot = self.graph.nodes[i].slot;
             if self.assign(slot).is_some() {
                 continue;
             }
             let mut best = None;
             for (j, k) in self.node_srcs(i).enumerate() {
-                let sid = self.st.srcs[k];
+                let sid = self.graph.srcs[k];
                 if let Some(a) = self.assign(sid) {
                     self.consider(&mut best, a, sid, j);
                 }
@@ -512,26 +425,25 @@ impl Planner<'_> {
     /// `follow_memory`), here and after the moves.
     fn move_unsupported_nodes(&mut self, func: &str) {
         // Our CPU backend supports every op: skip the walk when all backends are CPU.
-        let ask = !self.accepts_all.iter().all(|&a| a);
+        let ask = !self.probe.all_accept_all();
         let mut owners_moved = false;
         let mut chains = Chains::default();
-        for i in 0..self.st.nodes.len() {
-            let info = self.st.nodes[i];
+        for i in 0..self.graph.nodes.len() {
+            let info = self.graph.nodes[i];
             let (slot, vs) = (info.slot, info.vsrc);
             self.follow_memory(slot, vs);
             if !ask || self.view_op(slot) {
                 continue;
             }
-            let node = self.node(i);
             let Some(a) = self.assign(slot).filter(|&a| !self.supports(a, slot)) else {
                 continue;
             };
-            let here = self.backends[a];
+            let (node, op) = self.node_names(i);
             let root = vs.map(|vs| self.memory_root(vs));
-            let pinned = match (self.st.table.info[slot as usize].rule, root) {
+            let pinned = match (self.slots[slot as usize].rule, root) {
                 (Rule::Dst | Rule::ViewSrc, _) => Some("its memory is on that backend".to_string()),
                 (_, Some(r)) if self.loc(r).in_buffer() => {
-                    Some(format!("it works in the memory of '{}', which is on that backend", self.tensor(r).name_lossy()))
+                    Some(format!("it works in the memory of '{}', which is on that backend", self.probe.name(r)))
                 }
                 _ => None,
             };
@@ -539,10 +451,8 @@ impl Planner<'_> {
                 fatal(
                     func,
                     &format!(
-                        "node '{}' ({}) must run on backend '{}' ({why}), which does not support it",
-                        node.name_lossy(),
-                        ggml::op_name(node.op()),
-                        here.name_lossy()
+                        "node '{node}' ({op}) must run on backend '{}' ({why}), which does not support it",
+                        self.probe.backend_name(a)
                     ),
                 );
             }
@@ -554,19 +464,16 @@ impl Planner<'_> {
             };
             let Some(b) = b else {
                 if let Some(owner) = owner.filter(|_| self.next_supporting(a, slot).is_some()) {
-                    let owner = self.tensor(owner);
                     fatal(
                         func,
                         &format!(
-                            "node '{}' ({}) works in the memory of '{}', and no backend of the scheduler supports \
+                            "node '{node}' ({op}) works in the memory of '{}', and no backend of the scheduler supports \
                              every op that works in that memory",
-                            node.name_lossy(),
-                            ggml::op_name(node.op()),
-                            owner.name_lossy()
+                            self.probe.name(owner)
                         ),
                     );
                 }
-                fatal(func, &format!("no backend of the scheduler supports node '{}' ({})", node.name_lossy(), ggml::op_name(node.op())))
+                fatal(func, &format!("no backend of the scheduler supports node '{node}' ({op})"))
             };
             if let Some(r) = root.filter(|&r| self.assign(r) != Some(b)) {
                 // The memory is not allocated yet: its owner moves too (and
@@ -578,8 +485,8 @@ impl Planner<'_> {
         }
         if owners_moved {
             // Views and in-place nodes of a moved owner that came before the move.
-            for i in 0..self.st.nodes.len() {
-                let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
+            for i in 0..self.graph.nodes.len() {
+                let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
                 self.follow_memory(slot, vsrc);
             }
         }
@@ -596,7 +503,7 @@ impl Planner<'_> {
             chains.build(self);
         }
         let members = chains.of(r);
-        let n = self.backends.len();
+        let n = self.probe.n_backends();
         (1..n)
             .map(|d| BackendIdx::new((a.get() + d) % n))
             .find(|&b| (!self.info(r).has(SlotInfo::COMPUTED) || self.supports(b, r)) && members.iter().all(|&m| self.supports(b, m)))
@@ -607,12 +514,12 @@ impl Planner<'_> {
     /// source takes the backend of the first consumer that has one.
     fn pass3_from_consumers(&mut self, func: &str) {
         let mut placed = false;
-        for i in 0..self.st.nodes.len() {
-            let Some(a) = self.assign(self.st.nodes[i].slot) else {
+        for i in 0..self.graph.nodes.len() {
+            let Some(a) = self.assign(self.graph.nodes[i].slot) else {
                 continue; // the original assigns "no backend": nothing changes
             };
             for k in self.node_srcs(i) {
-                let sid = self.st.srcs[k];
+                let sid = self.graph.srcs[k];
                 if self.assign(sid).is_none() {
                     self.set(sid, a, Rule::FromConsumer);
                     placed = true;
@@ -631,8 +538,8 @@ impl Planner<'_> {
     /// wrong backend's buffer, or asserted). The moves are over: a backend
     /// that rejects the node it must take is an error.
     fn follow_memory_placed_by_pass3(&mut self, func: &str) {
-        for i in 0..self.st.nodes.len() {
-            let NodeInfo { slot, vsrc, .. } = self.st.nodes[i];
+        for i in 0..self.graph.nodes.len() {
+            let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
             let before = self.assign(slot);
             self.follow_memory(slot, vsrc);
             let Some(b) = self.assign(slot).filter(|&b| Some(b) != before) else {
@@ -641,17 +548,17 @@ impl Planner<'_> {
             if self.view_op(slot) || self.supports(b, slot) {
                 continue;
             }
-            let node = self.node(i);
-            let owner = self.tensor(self.memory_root(vsrc.expect("it moved to follow its view source")));
+            let (node, op) = self.node_names(i);
+            let owner = self.probe.name(self.memory_root(vsrc.expect("it moved to follow its view source")));
             fatal(
                 func,
                 &format!(
                     "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
                      there), which does not support it",
-                    node.name_lossy(),
-                    ggml::op_name(node.op()),
-                    self.backends[b].name_lossy(),
-                    owner.name_lossy()
+                    node,
+                    op,
+                    self.probe.backend_name(b),
+                    owner
                 ),
             );
         }
@@ -663,16 +570,16 @@ impl Planner<'_> {
     /// error (the original would run it there anyway). Asked from pass 4's
     /// walk, which reads each node's slot anyway.
     fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx, func: &str) -> BackendIdx {
-        let slot = self.st.nodes[i].slot;
+        let slot = self.graph.nodes[i].slot;
         if self.supports(a, slot) {
             return a;
         }
-        let (node, backend) = (self.node(i), self.backends[a]);
+        let (node, op) = self.node_names(i);
         if self.measuring {
             // The original measured it there; a backend that supports it
             // sizes it as well (a compute decides again, with its inputs).
             if let Some(b) = self.next_supporting(a, slot) {
-                self.set(self.st.nodes[i].slot, b, Rule::Unsupported);
+                self.set(self.graph.nodes[i].slot, b, Rule::Unsupported);
                 self.lenient = true;
                 return b;
             }
@@ -682,9 +589,9 @@ impl Planner<'_> {
             &format!(
                 "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
                  support it (pre-allocate its inputs, or assign it with set_node_backend)",
-                node.name_lossy(),
-                ggml::op_name(node.op()),
-                backend.name_lossy()
+                node,
+                op,
+                self.probe.backend_name(a)
             ),
         )
     }
@@ -694,16 +601,16 @@ impl Planner<'_> {
     /// (made by `make_copies`, patched into the graph by `State::patch`). A node still without a backend would crash the original
     /// later; we stop with a message instead.
     fn pass4_split(&mut self, func: &str) {
-        let n = self.st.nodes.len();
+        let n = self.graph.nodes.len();
         let Some(mut cur) = self.first_split_backend() else {
             // No node has a backend: each must be a view of memory that is
             // set (nothing to compute).
             (0..n).for_each(|i| self.accept_unassigned_node(i, func));
             return;
         };
-        self.st.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
+        self.plan.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
-            let info = self.st.nodes[i];
+            let info = self.graph.nodes[i];
             let Some(a) = self.assign(info.slot) else {
                 self.accept_unassigned_node(i, func); // a view of memory that is set, or abort
                 continue;
@@ -711,15 +618,11 @@ impl Planner<'_> {
             if self.view_op(info.slot) {
                 continue;
             }
-            let a = if self.st.table.info[info.slot as usize].rule == Rule::FromConsumer {
-                self.check_assigned_by_pass3(i, a, func)
-            } else {
-                a
-            };
+            let a = if self.slots[info.slot as usize].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a, func) } else { a };
             if a != cur {
-                let inputs_at = self.st.inputs.len();
-                self.st.splits.last_mut().expect("a split exists").i_end = i;
-                self.st.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });
+                let inputs_at = self.plan.inputs.len();
+                self.plan.splits.last_mut().expect("a split exists").i_end = i;
+                self.plan.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });
                 cur = a;
             }
             self.route_inputs(i, cur, func);
@@ -731,7 +634,7 @@ impl Planner<'_> {
     /// memory), so that the placement initialises the views. None: no node
     /// has a backend.
     fn first_split_backend(&self) -> Option<BackendIdx> {
-        let nodes = &self.st.nodes;
+        let nodes = &self.graph.nodes;
         let first = nodes.iter().find(|n| n.vsrc.is_none()).or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)));
         // (an unassigned first node stops pass 4 unless it is a view of set memory)
         first.and_then(|n| self.assign(n.slot)).or_else(|| nodes.iter().find_map(|n| self.assign(n.slot)))
@@ -741,16 +644,15 @@ impl Planner<'_> {
     /// exists, the placement leaves it alone) is accepted; reuse checks the data
     /// stays set.
     fn accept_unassigned_node(&mut self, i: usize, func: &str) {
-        let info = self.st.nodes[i];
+        let info = self.graph.nodes[i];
         if !self.view_op(info.slot) || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
-            let node = self.node(i);
+            let (node, op) = self.node_names(i);
             fatal(
                 func,
                 &format!(
                     "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
                      backend buffer (pre-allocate the graph's inputs or weights)",
-                    node.name_lossy(),
-                    ggml::op_name(node.op())
+                    node, op
                 ),
             );
         }
@@ -760,9 +662,9 @@ impl Planner<'_> {
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
     fn route_inputs(&mut self, i: usize, cur: BackendIdx, func: &str) {
-        let split = self.st.splits.len() as u32 - 1;
+        let split = self.plan.splits.len() as u32 - 1;
         for (j, k) in self.node_srcs(i).enumerate() {
-            let sid = self.st.srcs[k];
+            let sid = self.graph.srcs[k];
             if self.assign(sid) == Some(cur) {
                 continue;
             }
@@ -774,26 +676,25 @@ impl Planner<'_> {
                     // caller allocates after the measure); so do we.
                     self.lenient = true;
                 } else if !self.info(sid).has(SlotInfo::HAS_DATA) {
-                    let src = self.tensor(sid);
+                    let (src, node) = (self.probe.name(sid), self.node_names(i).0);
                     fatal(
                         func,
                         &format!(
                             "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
                              (pre-allocate the graph's inputs or weights)",
-                            src.name_lossy(),
-                            self.node(i).name_lossy()
+                            src, node
                         ),
                     );
                 }
             }
             let copy = self.copy_for(sid, cur);
-            let of = &mut self.st.copy_of[copy as usize];
+            let of = &mut self.plan.copy_of[copy as usize];
             if of.last_split != Some(split) {
                 of.last_split = Some(split);
-                self.st.inputs.push((sid, copy));
-                self.st.splits.last_mut().expect("a split exists").inputs.end += 1;
+                self.plan.inputs.push((sid, copy));
+                self.plan.splits.last_mut().expect("a split exists").inputs.end += 1;
             }
-            self.st.patches.push(Patch { node: self.node(i), j, k: k as u32, original: self.tensor(sid), copy });
+            self.plan.patches.push(Patch { node: self.graph.nodes[i].slot, j, k: k as u32, copy });
         }
     }
 
@@ -801,68 +702,12 @@ impl Planner<'_> {
     /// backend (made by `make_copies`).
     fn copy_for(&mut self, sid: u32, b: BackendIdx) -> u32 {
         let key = u64::from(sid) << 16 | b.get() as u64;
-        if let Some(c) = self.st.copy_index.get(key) {
+        if let Some(c) = self.plan.copy_index.get(key) {
             return c;
         }
-        let c = self.st.copy_of.len() as u32;
-        self.st.copy_of.push(CopyOf { src: sid, backend: b, last_split: None, slot: None });
-        self.st.copy_index.insert(key, c);
+        let c = self.plan.copy_of.len() as u32;
+        self.plan.copy_of.push(CopyOf { src: sid, backend: b, last_split: None, slot: None });
+        self.plan.copy_index.insert(key, c);
         c
     }
-
-    /// Apply the plan's input copies: each one a tensor of ours with its
-    /// source's layout and name, registered (the placement, galloc.rs, allocates it with its
-    /// backend's allocator).
-    fn make_copies(&mut self) -> Result<(), Full> {
-        for c in 0..self.st.copy_of.len() {
-            if c == self.st.copies.len() {
-                self.st.copies.push_zeroed();
-            }
-            refresh_copy(self.backends, self.st, c);
-            let copy_ref = self.st.copies.get(c);
-            let (cslot, _) = self.st.table.insert(copy_ref)?;
-            self.st.copy_of[c].slot = Some(SlotId::new(cslot));
-            self.set(cslot, self.st.copy_of[c].backend, Rule::InputCopy);
-        }
-        Ok(())
-    }
-}
-
-impl Sched {
-    /// One graph view per split into the caller's node array.
-    pub(super) fn view_splits(&mut self, graph: GraphRef) {
-        let st = &mut self.st;
-        let nodes = graph.nodes_ptr();
-        let grads = graph.grads_ptr();
-        st.split_graphs.clear();
-        st.split_graphs.reserve_exact(st.splits.len());
-        for split in &st.splits {
-            // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
-            // the graph's node (and gradient) arrays.
-            let (nodes, grads) = unsafe { (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) }) };
-            st.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
-        }
-    }
-}
-
-/// Copy `c` as a fresh, unallocated tensor with its source's layout and
-/// name, reading from that source.
-pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut super::state::State, c: usize) {
-    let CopyOf { src, backend, .. } = st.copy_of[c];
-    let src = st.table.tensor(src);
-    let mut name = [0; ggml::WSP_GGML_MAX_NAME];
-    let len = copy_name(backends[backend], src, &mut name);
-    let copy = st.copies.edit(c);
-    ggml::dup_tensor_layout(copy, src, &name[..len]);
-    for (j, s) in copy_sources(src).enumerate() {
-        copy.src[j] = s.as_ptr();
-    }
-}
-
-/// Where `t`'s memory is: the backend of its buffer among `backends`.
-pub(super) fn locate(backends: &[BackendRef], t: TensorRef) -> Loc {
-    let Some(backend) = BufferRef::of_tensor(t).and_then(BufferRef::backend) else {
-        return Loc::Nowhere;
-    };
-    backends.iter().position(|&b| b == backend).map_or(Loc::Foreign, |i| Loc::At(BackendIdx::new(i)))
 }

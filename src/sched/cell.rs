@@ -121,7 +121,7 @@ impl SchedCell {
         let n_splits = self.with_mut(func, |s| {
             check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
             s.plan_and_place(graph, func);
-            s.st.splits.len()
+            s.st.plan.splits.len()
         });
         self.mode.set(Mode::Computing);
         {

@@ -204,7 +204,7 @@ impl Sched {
         // Inputs, not nodes: a node with memory there is left from an earlier
         // compute, in memory the allocator considers free again.
         let st = &self.st;
-        let inputs = st.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
+        let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
         inputs
             .map(|s| st.table.tensor(s))
             .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())

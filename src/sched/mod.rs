@@ -21,7 +21,8 @@
 //! slot table and what registration read), `record` (the recorder of the
 //! questions asked of C), `talloc_model`/`tallocr`/`galloc` (the placement:
 //! ggml-alloc's allocator, its struct read, the plan), `state` (one split
-//! and `Sched`), `assign` (the passes), `reuse` (is the last split still
+//! and `Sched`), `probe` (the snapshot, and the one door to C the passes
+//! have), `assign` (the passes), `reuse` (is the last split still
 //! valid), `fit` (growing compute buffers), `cell` (borrows around user
 //! code).
 
@@ -32,6 +33,7 @@ mod cell;
 mod fit;
 mod galloc;
 mod ids;
+mod probe;
 mod record;
 mod reuse;
 mod state;
@@ -193,7 +195,7 @@ impl Sched {
     /// and reset).
     fn clear_stats(&mut self) {
         self.split_stats.clear();
-        self.split_stats.resize(self.st.splits.len(), SplitStats::default());
+        self.split_stats.resize(self.st.plan.splits.len(), SplitStats::default());
         self.per.iter_mut().for_each(|p| p.stats = BackendStats::default());
     }
 
@@ -202,7 +204,7 @@ impl Sched {
     }
 
     pub fn n_splits(&self) -> usize {
-        self.st.splits.len()
+        self.st.plan.splits.len()
     }
 
     pub fn backend(&self, i: usize) -> Option<BackendRef> {
@@ -229,7 +231,7 @@ impl Sched {
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
     pub fn split_info(&self, i: usize) -> Option<(BackendRef, usize, usize, usize, SplitStats)> {
-        let s = self.st.splits.get(i)?;
+        let s = self.st.plan.splits.get(i)?;
         let stats = self.split_stats.get(i).copied().unwrap_or_default();
         Some((self.backends[s.backend], s.i_start, s.i_end, s.inputs.len(), stats))
     }
@@ -255,14 +257,14 @@ impl Sched {
 
     /// Copy the inputs of split `k` to its backend; returns the bytes copied.
     fn copy_inputs(&self, k: usize, func: &str) -> usize {
-        let split = &self.st.splits[k];
+        let split = &self.st.plan.splits[k];
         let backend = self.backends[split.backend];
         split.inputs.clone().map(|i| self.copy_input(i, backend, func)).sum()
     }
 
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
-        let split = &self.st.splits[k];
+        let split = &self.st.plan.splits[k];
         let stats = &mut self.per[split.backend].stats;
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
@@ -276,7 +278,7 @@ impl Sched {
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize) -> bool {
-        let backend = self.backends[self.st.splits[k].backend];
+        let backend = self.backends[self.st.plan.splits[k].backend];
         let mut view = self.st.split_graphs[k];
         match self.eval_callback {
             None => {
@@ -289,12 +291,12 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.per[self.st.splits[k].backend].stats.compute_ns += nanos(from, to);
+        self.per[self.st.plan.splits[k].backend].stats.compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
     fn copy_input(&self, i: usize, backend: BackendRef, func: &str) -> usize {
-        let (input_slot, copy) = self.st.inputs[i];
+        let (input_slot, copy) = self.st.plan.inputs[i];
         let input = self.st.table.tensor(input_slot);
         let copy = self.st.copies.get(copy as usize);
         if input.buffer().is_null() {
@@ -365,10 +367,10 @@ impl Sched {
         };
         let mut k = 0;
         for i in 0..graph.n_nodes() {
-            if k < st.splits.len() && i == st.splits[k].i_start {
-                let s = &st.splits[k];
+            if k < st.plan.splits.len() && i == st.plan.splits[k].i_start {
+                let s = &st.plan.splits[k];
                 let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(Some(s.backend)), s.inputs.len());
-                for &(slot, _) in &st.inputs[s.inputs.clone()] {
+                for &(slot, _) in &st.plan.inputs[s.inputs.clone()] {
                     let t = st.table.tensor(slot);
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }

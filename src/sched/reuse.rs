@@ -26,9 +26,10 @@
 //! are then. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
-use super::assign::{locate, refresh_copy, Planner};
 use super::ids::Loc;
+use super::probe::locate;
 use super::state::Sched;
+use super::state::{refresh_copy, State};
 use super::table::Seen;
 use crate::ggml::{GraphRef, TensorRef};
 use crate::handle::BackendRef;
@@ -56,32 +57,33 @@ impl Locator<'_> {
     }
 }
 
-impl Planner<'_> {
-    /// Whether the last split holds for `graph` as it is now.
-    pub(super) fn still_valid(&self, graph: GraphRef) -> bool {
-        let st = &self.st;
+impl State {
+    /// Whether the last split holds for `graph` as it is now (`backends`:
+    /// the scheduler's, in order).
+    pub(super) fn still_valid(&self, backends: &[BackendRef], graph: GraphRef) -> bool {
+        let st = self;
         let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
-        if !st.reuse.valid || nodes.len() != st.nodes.len() || leafs.len() != st.leafs.len() {
+        if !st.reuse.valid || nodes.len() != st.graph.nodes.len() || leafs.len() != st.graph.leafs.len() {
             return false;
         }
         let (keys, table) = (st.table.keys(), &st.table);
         let key = |slot: u32| keys[slot as usize];
-        let mut locator = Locator { backends: self.backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
+        let mut locator = Locator { backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
         // what registration read of tensor `slot`, read again from `t`
         let mut same = |t: TensorRef, slot: u32| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
-        for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.leafs) {
+        for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
                 Some(t) if t.as_ptr() == key(slot) && same(t, slot) => {}
                 _ => return false,
             }
         }
         let mut start = 0;
-        for (node, n) in graph.node_entries().zip(&st.nodes) {
+        for (node, n) in graph.node_entries().zip(&st.graph.nodes) {
             let Some(t) = node.filter(|t| t.as_ptr() == key(n.slot)) else {
                 return false;
             };
             let end = n.srcs_end as usize;
-            let srcs = &st.srcs[start..end];
+            let srcs = &st.graph.srcs[start..end];
             let src = &t.get().src;
             if srcs.iter().zip(src).any(|(&s, &p)| p != key(s)) || src.get(srcs.len()).is_some_and(|p| !p.is_null()) || !same(t, n.slot) {
                 return false;
@@ -91,17 +93,17 @@ impl Planner<'_> {
         if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot)) {
             return false;
         }
-        st.reuse.answers_hold(self.backends, &st.table)
+        st.reuse.answers_hold(backends, &st.table)
     }
 }
 
 impl Sched {
     /// Make the last split current again for `graph` (checked by `still_valid`).
     pub(super) fn reuse_split(&mut self, graph: GraphRef) {
-        for c in 0..self.st.copy_of.len() {
+        for c in 0..self.st.plan.copy_of.len() {
             refresh_copy(&self.backends, &mut self.st, c);
         }
         self.st.patch();
-        self.view_splits(graph);
+        self.st.view_splits(graph);
     }
 }

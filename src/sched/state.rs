@@ -7,10 +7,10 @@ use crate::prelude::*;
 use core::ffi::CStr;
 
 use super::galloc;
-use super::ids::{self, BackendIdx, SlotId};
+use super::ids::{self, BackendIdx, Rule, SlotId};
 use super::record;
 use super::table;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, TensorRef};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
 use crate::ptrmap::PtrMap;
 
@@ -58,11 +58,11 @@ impl CopyOf {
 /// A graph `src` slot redirected to an input copy during the compute.
 #[derive(Clone, Copy)]
 pub(super) struct Patch {
-    pub(super) node: TensorRef,
+    /// The node's slot, and which of its sources.
+    pub(super) node: u32,
     pub(super) j: usize,
-    /// Index of that source in `State::srcs`.
+    /// Index of that source in `GraphSlots::srcs` (the source's slot is there).
     pub(super) k: u32,
-    pub(super) original: TensorRef,
     pub(super) copy: u32,
 }
 
@@ -73,17 +73,19 @@ pub(super) struct Patch {
 #[derive(Default)]
 pub(super) struct Patches {
     pub(super) list: Vec<Patch>,
-    pub(super) applied: bool,
+    /// While applied: (node, source index, original source) of each
+    /// redirection, resolved from the slots when applied.
+    pub(super) applied: Vec<(TensorRef, usize, TensorRef)>,
 }
 
 impl Patches {
     pub(super) fn push(&mut self, p: Patch) {
-        debug_assert!(!self.applied, "planned before they are applied");
+        debug_assert!(self.applied.is_empty(), "planned before they are applied");
         self.list.push(p);
     }
 
     pub(super) fn clear(&mut self) {
-        debug_assert!(!self.applied, "the graph's sources are given back first");
+        debug_assert!(self.applied.is_empty(), "the graph's sources are given back first");
         self.list.clear();
     }
 
@@ -91,21 +93,22 @@ impl Patches {
         self.list.iter()
     }
 
-    /// Point the graph's sources at their input copies.
-    pub(super) fn apply(&mut self, copies: &CopyTensors) {
+    /// Point the graph's sources at their input copies (slots resolved
+    /// through `table`, sources' slots in `srcs`).
+    pub(super) fn apply(&mut self, table: &table::Table, srcs: &[u32], copies: &CopyTensors) {
+        debug_assert!(self.applied.is_empty(), "applied once");
+        self.applied.reserve_exact(self.list.len());
         for p in &self.list {
-            p.node.set_src(p.j, copies.get(p.copy as usize));
+            let (node, original) = (table.tensor(p.node), table.tensor(srcs[p.k as usize]));
+            node.set_src(p.j, copies.get(p.copy as usize));
+            self.applied.push((node, p.j, original));
         }
-        self.applied = true;
     }
 
     /// Give the graph its sources back (nothing if they are not redirected).
     pub(super) fn undo(&mut self) {
-        if self.applied {
-            for p in self.list.iter().rev() {
-                p.node.set_src(p.j, p.original);
-            }
-            self.applied = false;
+        for (node, j, original) in self.applied.drain(..).rev() {
+            node.set_src(j, original);
         }
     }
 }
@@ -116,18 +119,19 @@ impl Drop for Patches {
     }
 }
 
-/// One split of one graph, in three stages:
-/// - **snapshot** (`Planner::index_graph`): every tensor the passes or the
+/// One split of one graph, in three stages (`assign::make_split`):
+/// - **snapshot** (probe.rs, `Registrar`): every tensor the passes or the
 ///   allocation touch gets a table slot, with what the passes read of it
-///   (`table.info`: location, flags, view source) and its record for reuse
-///   (`reuse`: `TensorRec`, everything read); `leafs`, `nodes` and `srcs`
-///   give the graph's structure in slots;
-/// - **plan** (the passes, assign.rs): a backend and rule per slot
-///   (`table.info`), `splits`, their `inputs`, the copies they need
-///   (`copy_of`) and the graph sources to redirect (`patches`);
-/// - **apply**: the copies made (`copies`), the sources patched, the
-///   allocation's walk (`order`) planned and applied (galloc.rs), split views
-///   (`split_graphs`) computed; after the compute the patches are undone.
+///   (`table.info`: location, flags, view source); `graph` gives the
+///   graph's structure in slots;
+/// - **plan** (the passes, assign.rs, through a `Probe` that records their
+///   questions in `reuse`): a backend and rule per slot (`table.info`) and
+///   `plan`: the splits, their inputs, the copies they need and the graph
+///   sources to redirect;
+/// - **apply** (here): the copies made (`copies`), the sources patched, the
+///   allocation's walk (`order`) built, split views (`split_graphs`)
+///   computed; the placement (galloc.rs) follows, and after the compute the
+///   patches are undone.
 ///
 /// Invariants, between split_graph and the end of the compute:
 /// - every slot named anywhere here is registered in `table`; a slot
@@ -146,21 +150,12 @@ impl Drop for Patches {
 #[derive(Default)]
 pub(super) struct State {
     pub(super) table: table::Table,
-    /// (slot, view source slot) of every graph leaf.
-    pub(super) leafs: Vec<(u32, Option<SlotId>)>,
-    pub(super) nodes: Vec<NodeInfo>,
-    /// Source slots of all nodes, back to back (see NodeInfo).
-    pub(super) srcs: Vec<u32>,
-    /// Index in `copies` of the copy of (tensor slot, backend).
-    pub(super) copy_index: PtrMap,
+    /// The graph in slots (the snapshot).
+    pub(super) graph: GraphSlots,
+    /// What the passes decided besides each slot's backend.
+    pub(super) plan: SplitPlan,
     /// Input copies (graph nodes point at them). Reused across computes.
     pub(super) copies: CopyTensors,
-    /// What each copy in use copies (indexed like `copies`).
-    pub(super) copy_of: Vec<CopyOf>,
-    pub(super) splits: Vec<Split>,
-    /// (input tensor slot, copy index) for every split, in split order.
-    pub(super) inputs: Vec<(u32, u32)>,
-    pub(super) patches: Patches,
     /// One graph view per split, handed to the backend's graph_compute.
     pub(super) split_graphs: Vec<wsp_ggml_cgraph>,
     /// The walk of the split's allocation (galloc.rs).
@@ -170,6 +165,41 @@ pub(super) struct State {
     /// The record of every tensor the split read, and the supports_op
     /// answers it used, to know whether it still holds (see reuse.rs).
     pub(super) reuse: record::Record,
+}
+
+/// The graph's structure in table slots, read once by registration
+/// (probe.rs): the passes read the graph only through it.
+#[derive(Default)]
+pub(super) struct GraphSlots {
+    /// (slot, view source slot) of every graph leaf.
+    pub(super) leafs: Vec<(u32, Option<SlotId>)>,
+    pub(super) nodes: Vec<NodeInfo>,
+    /// Source slots of all nodes, back to back (see NodeInfo).
+    pub(super) srcs: Vec<u32>,
+}
+
+impl GraphSlots {
+    /// Sources of node `i` (their positions in `srcs`).
+    #[inline]
+    pub(super) fn node_srcs(&self, i: usize) -> core::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { self.nodes[i - 1].srcs_end as usize };
+        start..self.nodes[i].srcs_end as usize
+    }
+}
+
+/// What the passes decide besides each slot's backend (`SlotInfo::assign`):
+/// the splits, their inputs, the copies they need and the sources to
+/// redirect to them.
+#[derive(Default)]
+pub(super) struct SplitPlan {
+    pub(super) splits: Vec<Split>,
+    /// (input tensor slot, copy index) for every split, in split order.
+    pub(super) inputs: Vec<(u32, u32)>,
+    /// What each copy in use copies (indexed like `State::copies`).
+    pub(super) copy_of: Vec<CopyOf>,
+    /// Index in `copy_of` of the copy of (tensor slot, backend).
+    pub(super) copy_index: PtrMap,
+    pub(super) patches: Patches,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -242,14 +272,14 @@ impl State {
     /// a new one and on `reset`. The sources must be given back first.
     pub(super) fn clear_split(&mut self) {
         self.reuse.clear();
-        self.leafs.clear();
-        self.nodes.clear();
-        self.srcs.clear();
-        self.copy_index.clear(0);
-        self.copy_of.clear();
-        self.splits.clear();
-        self.inputs.clear();
-        self.patches.clear();
+        self.graph.leafs.clear();
+        self.graph.nodes.clear();
+        self.graph.srcs.clear();
+        self.plan.copy_index.clear(0);
+        self.plan.copy_of.clear();
+        self.plan.splits.clear();
+        self.plan.inputs.clear();
+        self.plan.patches.clear();
         self.split_graphs.clear();
         self.order.clear();
     }
@@ -261,21 +291,21 @@ impl State {
         let order = &mut self.order;
         order.clear();
         // (exact: the scheduler holds it between computes)
-        order.entries.reserve_exact(self.nodes.len() + self.inputs.len());
-        order.srcs.reserve_exact(self.srcs.len() + 2 * self.inputs.len());
+        order.entries.reserve_exact(self.graph.nodes.len() + self.plan.inputs.len());
+        order.srcs.reserve_exact(self.graph.srcs.len() + 2 * self.plan.inputs.len());
         // the nodes' sources in place (redirected where patched), then the copies'
-        order.srcs.extend_from_slice(&self.srcs);
-        for p in self.patches.iter() {
-            order.srcs[p.k as usize] = self.copy_of[p.copy as usize].made();
+        order.srcs.extend_from_slice(&self.graph.srcs);
+        for p in self.plan.patches.iter() {
+            order.srcs[p.k as usize] = self.plan.copy_of[p.copy as usize].made();
         }
-        for split in &self.splits {
-            for &(slot, copy) in &self.inputs[split.inputs.clone()] {
+        for split in &self.plan.splits {
+            for &(slot, copy) in &self.plan.inputs[split.inputs.clone()] {
                 let start = order.srcs.len() as u32;
                 order.srcs.extend(copy_sources(self.table.tensor(slot)).filter_map(|s| self.table.find(s.as_ptr())));
-                order.entries.push((self.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
+                order.entries.push((self.plan.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
             }
-            let mut s = if split.i_start == 0 { 0 } else { self.nodes[split.i_start - 1].srcs_end };
-            order.entries.extend(self.nodes[split.i_start..split.i_end].iter().map(|n| {
+            let mut s = if split.i_start == 0 { 0 } else { self.graph.nodes[split.i_start - 1].srcs_end };
+            order.entries.extend(self.graph.nodes[split.i_start..split.i_end].iter().map(|n| {
                 let e = (n.slot, s, n.srcs_end);
                 s = n.srcs_end;
                 e
@@ -283,14 +313,61 @@ impl State {
         }
     }
 
+    /// Apply the plan's input copies: each one a tensor of ours with its
+    /// source's layout and name, registered (the placement, galloc.rs,
+    /// allocates it with its backend's allocator).
+    pub(super) fn make_copies(&mut self, backends: &[BackendRef]) -> Result<(), table::Full> {
+        for c in 0..self.plan.copy_of.len() {
+            if c == self.copies.len() {
+                self.copies.push_zeroed();
+            }
+            refresh_copy(backends, self, c);
+            let (cslot, _) = self.table.insert(self.copies.get(c))?;
+            let of = &mut self.plan.copy_of[c];
+            of.slot = Some(SlotId::new(cslot));
+            let info = &mut self.table.info[cslot as usize];
+            info.assign = Some(of.backend);
+            info.rule = Rule::InputCopy;
+        }
+        Ok(())
+    }
+
+    /// One graph view per split into the caller's node array.
+    pub(super) fn view_splits(&mut self, graph: GraphRef) {
+        let nodes = graph.nodes_ptr();
+        let grads = graph.grads_ptr();
+        self.split_graphs.clear();
+        self.split_graphs.reserve_exact(self.plan.splits.len());
+        for split in &self.plan.splits {
+            // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
+            // the graph's node (and gradient) arrays.
+            let (nodes, grads) = unsafe { (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) }) };
+            self.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
+        }
+    }
+
     /// Point graph sources at their input copies.
     pub(super) fn patch(&mut self) {
-        self.patches.apply(&self.copies);
+        self.plan.patches.apply(&self.table, &self.graph.srcs, &self.copies);
     }
 
     /// Give the graph its sources back.
     pub(super) fn unpatch(&mut self) {
-        self.patches.undo();
+        self.plan.patches.undo();
+    }
+}
+
+/// Copy `c` as a fresh, unallocated tensor with its source's layout and
+/// name, reading from that source.
+pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut State, c: usize) {
+    let CopyOf { src, backend, .. } = st.plan.copy_of[c];
+    let src = st.table.tensor(src);
+    let mut name = [0; ggml::WSP_GGML_MAX_NAME];
+    let len = copy_name(backends[backend], src, &mut name);
+    let copy = st.copies.edit(c);
+    ggml::dup_tensor_layout(copy, src, &name[..len]);
+    for (j, s) in copy_sources(src).enumerate() {
+        copy.src[j] = s.as_ptr();
     }
 }
 

@@ -236,6 +236,12 @@ impl Table {
         self.modulo = FastMod::new(self.keys.len() as u64);
     }
 
+    /// The keys (each slot's tensor) to read, and each slot's info to
+    /// change: what the passes get (their probe reads the keys).
+    pub fn parts_mut(&mut self) -> (&[*mut wsp_ggml_tensor], &mut [SlotInfo]) {
+        (&self.keys, &mut self.info)
+    }
+
     /// Forget everything and give the memory back.
     pub fn release(&mut self) {
         *self = Table { generation: self.generation + 1, ..Table::default() };

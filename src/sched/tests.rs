@@ -5,7 +5,7 @@
 use crate::ptrmap::PtrMap;
 use core::ffi::{c_char, c_int, c_void};
 
-use super::assign::Planner;
+use super::assign::{make_split, PlanInputs};
 use super::galloc::{Arena, Galloc, TooSmall};
 use super::ids::Rule;
 use super::state::State;
@@ -201,18 +201,11 @@ fn plan(w: &mut World, user: &PtrMap) -> State {
     let mut st = State::default();
     let listed = w.nodes.len() + w.leafs.len();
     let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
+    let accepts_all = vec![false; backends.len()];
+    let inputs = PlanInputs { backends: &backends, accepts_all: &accepts_all, user, debug: false, measuring: false };
     loop {
-        let mut p = Planner {
-            st: &mut st,
-            backends: &backends,
-            accepts_all: &vec![false; backends.len()],
-            user,
-            debug: false,
-            measuring: false,
-            lenient: false,
-        };
-        match p.plan(graph, &attempt, "test") {
-            Ok(()) => return st,
+        match make_split(&mut st, &inputs, graph, &attempt, "test") {
+            Ok(_) => return st,
             Err(why) => {
                 attempt.retry(why, &st.table);
                 st.unpatch();
@@ -231,7 +224,7 @@ fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
 }
 
 fn splits(st: &State) -> Vec<(u16, usize, usize, usize)> {
-    st.splits.iter().map(|s| (s.backend.get() as u16, s.i_start, s.i_end, s.inputs.len())).collect()
+    st.plan.splits.iter().map(|s| (s.backend.get() as u16, s.i_start, s.i_end, s.inputs.len())).collect()
 }
 
 #[test]
@@ -409,17 +402,7 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
     let mut g = w.graph();
     // SAFETY: a local graph over the world's tensors, both outlive `graph`.
     let graph = unsafe { GraphRef::new(&mut g) }.unwrap();
-    let user = PtrMap::new();
-    Planner {
-        st,
-        backends: &backends,
-        accepts_all: &vec![false; backends.len()],
-        user: &user,
-        debug: false,
-        measuring: false,
-        lenient: false,
-    }
-    .still_valid(graph)
+    st.still_valid(&backends, graph)
 }
 
 #[test]
