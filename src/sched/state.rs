@@ -289,7 +289,7 @@ impl State {
     /// (redirected to the copies).
     pub(super) fn build_order(&mut self) {
         let order = &mut self.order;
-        order.clear();
+        debug_assert!(order.entries.is_empty() && order.srcs.is_empty(), "cleared with the split (clear_split)");
         // (exact: the scheduler holds it between computes)
         order.entries.reserve_exact(self.graph.nodes.len() + self.plan.inputs.len());
         order.srcs.reserve_exact(self.graph.srcs.len() + 2 * self.plan.inputs.len());
