@@ -10,6 +10,7 @@
 static const char * const CASES[] = {
     "rejected_preallocated",  // a cpy into a cache on a backend that rejects CPY
     "rejected_everywhere",    // no backend supports the op
+    "chain_rejected_everywhere", // an in-place chain no one backend supports all of
     "get_backend_out_of_range",
     "get_backend_negative",
     "get_buffer_size_unknown_backend",
@@ -160,6 +161,17 @@ int main(int argc, char ** argv) {
         struct wsp_ggml_tensor * y = wsp_ggml_soft_max(gctx, wsp_ggml_mul_mat(gctx, w, x));
         wsp_ggml_set_name(y, "probs");
         wsp_ggml_build_forward_expand(g, y);
+        measure_and_compute(sched, g);
+    } else if (strcmp(c, "chain_rejected_everywhere") == 0) {
+        // y = w @ x on M0; z = soft_max_inplace(y), which M0 rejects; M1
+        // rejects the MUL_MAT whose memory z works in: no backend takes both
+        static const int REJECT_MM[] = { WSP_GGML_OP_MUL_MAT };
+        test_backend_set_rejected(b1, REJECT_MM, 1);
+        struct wsp_ggml_tensor * y = wsp_ggml_mul_mat(gctx, w, x);
+        wsp_ggml_set_name(y, "y");
+        struct wsp_ggml_tensor * z = wsp_ggml_soft_max_inplace(gctx, y);
+        wsp_ggml_set_name(z, "z");
+        wsp_ggml_build_forward_expand(g, z);
         measure_and_compute(sched, g);
     } else if (strcmp(c, "get_backend_out_of_range") == 0) {
         wsp_ggml_backend_t b = wsp_ggml_backend_sched_get_backend(sched, 2);

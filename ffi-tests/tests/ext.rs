@@ -207,6 +207,7 @@ fn ext_misuse_aborts_with_a_message() {
     let expected: &[(&str, &str)] = &[
         ("rejected_preallocated", "'cache_store'"),
         ("rejected_everywhere", "'probs'"),
+        ("chain_rejected_everywhere", "node 'z' (SOFT_MAX) works in the memory of 'y', and no backend of the scheduler supports every op"),
         ("get_backend_out_of_range", "wsp_ggml_backend_sched_get_backend"),
         ("get_backend_negative", "wsp_ggml_backend_sched_get_backend"),
         ("get_buffer_size_unknown_backend", "wsp_ggml_backend_sched_get_buffer_size"),
@@ -297,6 +298,11 @@ fn inplace_chains_go_to_a_backend_that_supports_all_of_them() {
 /// memcheck over the ext programs: no invalid access, no leak (the graph
 /// copies, compare's copies, the scheduler's statistics tables).
 fn memcheck(program: &str) {
+    memcheck_with(program, &[]);
+}
+
+/// [`memcheck`] of one run of `program` with `args`.
+fn memcheck_with(program: &str, args: &[&str]) {
     let ok = Command::new("valgrind").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
     assert!(ok, "valgrind is not installed: run ./scripts/test (it installs it) or apt-get install valgrind");
     let name = program.trim_end_matches(".c");
@@ -305,11 +311,21 @@ fn memcheck(program: &str) {
         .args(["-q", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect"])
         .args(["--errors-for-leak-kinds=definite,indirect"])
         .arg(&exe)
+        .args(args)
         .output()
         .expect("run valgrind");
     // the program's own verdict is checked by the tests above; here only memcheck's
     assert_ne!(o.status.code(), Some(99), "memcheck reports errors for {name}:\n{}", String::from_utf8_lossy(&o.stderr));
     assert!(o.status.code().is_some(), "{name} died under valgrind: {:?}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+}
+
+/// The in-place chain cases that move a chain (a computed owner; a fresh
+/// tensor a copy writes into), under memcheck.
+#[test]
+fn memcheck_ext_chain() {
+    for case in ["silu", "cpy_into_fresh"] {
+        memcheck_with("ext_chain.c", &[case]);
+    }
 }
 
 #[test]
