@@ -73,20 +73,7 @@ static struct wsp_ggml_tensor * build(struct wsp_ggml_context * ctx, int f, stru
 }
 
 static bool check_compute(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph * gr, wsp_ggml_backend_t * tbs, int n_tbs) {
-    bool ok = true;
-    for (int i = 0; i < gr->n_nodes; i++) {
-        struct wsp_ggml_tensor * n = gr->nodes[i];
-        if (eu_is_view_op(n->op)) {
-            continue;
-        }
-        wsp_ggml_backend_t assigned = wsp_ggml_backend_sched_get_tensor_backend(sched, n);
-        wsp_ggml_backend_t memory = wsp_ggml_get_backend(n);
-        if (assigned != memory || !wsp_ggml_backend_supports_op(assigned, n)) {
-            printf("~ node %s (%s) computed by %s into memory of %s\n", n->name, wsp_ggml_op_name(n->op), eu_bname(assigned),
-                   eu_bname(memory));
-            ok = false;
-        }
-    }
+    bool ok = eu_placed_where_supported(sched, gr);
     for (int k = 0; k < n_tbs; k++) {
         if (test_backend_stats(tbs[k])->rejected_computed != 0) {
             printf("~ %s computed %ld nodes it rejects\n", wsp_ggml_backend_name(tbs[k]), test_backend_stats(tbs[k])->rejected_computed);

@@ -105,19 +105,7 @@ int main(int argc, char ** argv) {
     wsp_ggml_build_forward_expand(gr, o);
     wsp_ggml_backend_sched_graph_compute(sched, gr);
 
-    bool consistent = true;
-    for (int i = 0; i < gr->n_nodes; i++) {
-        struct wsp_ggml_tensor * n = gr->nodes[i];
-        if (eu_is_view_op(n->op)) {
-            continue;
-        }
-        wsp_ggml_backend_t assigned = wsp_ggml_backend_sched_get_tensor_backend(sched, n);
-        wsp_ggml_backend_t memory = wsp_ggml_get_backend(n);
-        if (assigned != memory || !wsp_ggml_backend_supports_op(assigned, n)) {
-            printf("~ node %s computed by %s into memory of %s\n", n->name, eu_bname(assigned), eu_bname(memory));
-            consistent = false;
-        }
-    }
+    bool consistent = eu_placed_where_supported(sched, gr);
     EU_EXPECT(CASES[c], consistent && su_same(o, ho), "memory/assignment inconsistent or wrong result");
     wsp_ggml_free(gctx);
     wsp_ggml_free(hc);

@@ -480,3 +480,26 @@ static EU_UNUSED struct wsp_ggml_cgraph * eu_mlp_graph(const struct eu_mlp * m, 
     }
     return g;
 }
+
+// ---------------------------------------------------------------------------
+// after a compute: every non-view node of `g` was computed by a backend whose
+// supports_op accepts it, into memory of that backend (each exception
+// printed as a "~ " line); false if any was not.
+
+static EU_UNUSED bool eu_placed_where_supported(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph * g) {
+    bool ok = true;
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct wsp_ggml_tensor * n = g->nodes[i];
+        if (eu_is_view_op(n->op)) {
+            continue;
+        }
+        wsp_ggml_backend_t assigned = wsp_ggml_backend_sched_get_tensor_backend(sched, n);
+        wsp_ggml_backend_t memory = wsp_ggml_get_backend(n);
+        if (assigned != memory || !wsp_ggml_backend_supports_op(assigned, n)) {
+            printf("~ node %s (%s) computed by %s into memory of %s\n", n->name, wsp_ggml_op_name(n->op), eu_bname(assigned),
+                   eu_bname(memory));
+            ok = false;
+        }
+    }
+    return ok;
+}

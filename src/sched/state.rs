@@ -376,7 +376,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut State, c: usize) {
 /// copy's sources before the copy, and a view's memory may not be allocated
 /// yet (a measure graph's input, whose first user is later in this split):
 /// its owner goes first, so the view can be initialised (the original
-/// asserted in init_view there). The copy's `src` (assign::refresh_copy)
+/// asserted in init_view there). The copy's `src` (`refresh_copy`)
 /// and the placement's walk (`State::build_order`) both read this.
 pub(super) fn copy_sources(src: TensorRef) -> impl Iterator<Item = TensorRef> {
     src.view_src().into_iter().chain(core::iter::once(src))
