@@ -107,6 +107,10 @@ WSP_GGML_API void wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t backend
 // `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API void wsp_ggml_backend_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
 
+// True when the backend's `supports_op` slot is NULL (this generation's CUDA
+// backend): such a backend accepts every op, as the scheduler treats it (the
+// original called the NULL slot).
+//
 // # Safety
 // `backend` is a live backend, its interface as ggml-backend-impl.h describes; `op` is a live ggml tensor.
 WSP_GGML_API bool wsp_ggml_backend_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor *op);

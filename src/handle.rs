@@ -126,10 +126,26 @@ impl BackendRef {
         // SAFETY: the backend's own callback on the caller's graph.
         unsafe { f(self.as_ptr(), graph) }
     }
+    /// The backend's `supports_op`; a backend without one (this
+    /// generation's CUDA backend) accepts every op: the original's scheduler
+    /// never asked, and ran every node wherever its rules put it.
     pub fn supports_op(self, op: TensorRef) -> bool {
-        let f = slot!(self, supports_op, "wsp_ggml_backend_supports_op");
+        let Some(f) = self.iface().supports_op else { return true };
         // SAFETY: the backend's own callback on a live tensor.
         unsafe { f(self.as_ptr(), op.as_ptr()) }
+    }
+    /// Whether no `supports_op` question is worth asking: the slot is NULL.
+    pub fn has_supports_op(self) -> bool {
+        self.iface().supports_op.is_some()
+    }
+    /// The backend's `synchronize` where the original never called it (the
+    /// evaluation callback's batches): a backend without the slot has
+    /// nothing to wait for.
+    pub fn synchronize_if_any(self) {
+        if let Some(f) = self.iface().synchronize {
+            // SAFETY: the backend's own callback.
+            unsafe { f(self.as_ptr()) }
+        }
     }
 }
 

@@ -62,8 +62,8 @@ int main(void) {
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
     CHECK(cpu != NULL);
 
-    struct test_backend_options o_hooks = { "TESTH", 32, true, true, true, NULL, 0, false, 0, NULL, 0 };
-    struct test_backend_options o_plain = { "TESTP", 256, false, false, false, NULL, 0, false, 0, NULL, 0 };
+    struct test_backend_options o_hooks = { "TESTH", 32, true, true, true, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
+    struct test_backend_options o_plain = { "TESTP", 256, false, false, false, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
     wsp_ggml_backend_t th = test_backend_new(&o_hooks);
     wsp_ggml_backend_t tp = test_backend_new(&o_plain);
 

@@ -126,10 +126,10 @@ int main(void) {
     g_ctx = make_ctx(64, false, true, 0);
 
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    struct test_backend_options oA = { "A_from", 32, true, false, false, NULL, 0, false, 0, NULL, 0 };
-    struct test_backend_options oB = { "B_to", 64, false, true, true, NULL, 0, false, 0, NULL, 0 };
-    struct test_backend_options oC = { "C_none", 16, false, false, false, NULL, 0, false, 0, NULL, 0 };
-    struct test_backend_options oD = { "D_both", 128, true, true, true, NULL, 0, false, 0, NULL, 0 };
+    struct test_backend_options oA = { "A_from", 32, true, false, false, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
+    struct test_backend_options oB = { "B_to", 64, false, true, true, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
+    struct test_backend_options oC = { "C_none", 16, false, false, false, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
+    struct test_backend_options oD = { "D_both", 128, true, true, true, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
     wsp_ggml_backend_t A = test_backend_new(&oA);
     wsp_ggml_backend_t B = test_backend_new(&oB);
     wsp_ggml_backend_t C = test_backend_new(&oC);

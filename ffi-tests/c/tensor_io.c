@@ -207,8 +207,8 @@ static void run_case(const char * label, struct io_case * c, uint64_t seed, bool
 
 int main(void) {
     wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
-    struct test_backend_options o1 = { "TIO_H", 64, true, true, true, NULL, 0, false, 0, NULL, 0 };
-    struct test_backend_options o2 = { "TIO_P", 16, false, false, false, NULL, 0, false, 0, NULL, 0 };
+    struct test_backend_options o1 = { "TIO_H", 64, true, true, true, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
+    struct test_backend_options o2 = { "TIO_P", 16, false, false, false, NULL, 0, false, 0, NULL, 0, TB_SHAPE_DEFAULT };
     wsp_ggml_backend_t t1 = test_backend_new(&o1);
     wsp_ggml_backend_t t2 = test_backend_new(&o2);
 

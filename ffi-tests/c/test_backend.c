@@ -32,6 +32,7 @@ struct tb_context {
     bool has_cpy_tensor_from;
     bool has_cpy_tensor_to;
     bool has_buffer_hooks;
+    enum test_backend_shape shape;
     int * rejected_ops;
     int n_rejected_ops;
     bool corrupt;
@@ -43,14 +44,43 @@ struct tb_context {
     bool log; // TEST_BACKEND_LOG, read when the backend is made (no global state: threads)
 };
 
+// CUDA shape: what init_tensor gives a tensor as its `extra` (ggml-cuda.cu's
+// wsp_ggml_tensor_extra_gpu holds the device address the kernels use).
+struct tb_extra {
+    const struct tb_buffer * buffer;
+    void * data;
+};
+#define TB_EXTRAS 4096 // ggml-cuda.cu's ring of extras per buffer (WSP_GGML_MAX_NODES)
+
 struct tb_buffer {
     struct tb_context * owner;
     void * mem;   // malloc'd block
     char * base;  // aligned start inside mem
     size_t size;  // usable bytes from base
+    struct tb_extra * extras; // CUDA shape: the ring, made on first use
+    size_t next_extra;
 };
 
 static void tb_log_graph(const struct tb_context * ctx, const struct wsp_ggml_cgraph * g);
+static void tb_buffer_free_buffer(wsp_ggml_backend_buffer_t buffer);
+
+enum test_backend_shape test_backend_resolve_shape(enum test_backend_shape shape) {
+    if (shape != TB_SHAPE_DEFAULT) {
+        return shape;
+    }
+    const char * e = getenv("TEST_BACKEND_SHAPE");
+    if (e == NULL || e[0] == '\0' || strcmp(e, "full") == 0) {
+        return TB_SHAPE_FULL;
+    }
+    if (strcmp(e, "cuda") == 0) {
+        return TB_SHAPE_CUDA;
+    }
+    if (strcmp(e, "metal") == 0) {
+        return TB_SHAPE_METAL;
+    }
+    fprintf(stderr, "test backend: TEST_BACKEND_SHAPE='%s' is not full, cuda or metal\n", e);
+    abort();
+}
 
 // test_backend_set_hook: called on some iface calls (see test_backend.h).
 static test_backend_hook g_hook;
@@ -76,6 +106,38 @@ static void tb_count_rejected(struct tb_context * ctx, const struct wsp_ggml_cgr
         bool view = n->op == WSP_GGML_OP_RESHAPE || n->op == WSP_GGML_OP_VIEW || n->op == WSP_GGML_OP_PERMUTE || n->op == WSP_GGML_OP_TRANSPOSE;
         if (!view && tb_rejects(ctx, n)) {
             ctx->stats.rejected_computed++;
+        }
+    }
+}
+
+// CUDA shape: a tensor of one of this backend's buffers must carry the extra
+// its buffer's init_tensor gave it, still holding its data address (ring
+// slots are reused after TB_EXTRAS inits): ggml-cuda.cu computes on the
+// address in the extra.
+static void tb_check_extra(struct tb_context * ctx, const struct wsp_ggml_tensor * t) {
+    if (t == NULL || t->buffer == NULL || t->buffer->iface.free_buffer != tb_buffer_free_buffer) {
+        return;
+    }
+    const struct tb_buffer * b = (const struct tb_buffer *)t->buffer->context;
+    if (b->owner != ctx) {
+        return;
+    }
+    const struct tb_extra * e = (const struct tb_extra *)t->extra;
+    bool ok = e != NULL && b->extras != NULL && e >= b->extras && e < b->extras + TB_EXTRAS && e->buffer == b
+              && e->data == t->data;
+    if (!ok) {
+        ctx->stats.uninit_computed++;
+    }
+}
+
+static void tb_check_extras(struct tb_context * ctx, const struct wsp_ggml_cgraph * g) {
+    if (ctx->shape != TB_SHAPE_CUDA) {
+        return;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        tb_check_extra(ctx, g->nodes[i]);
+        for (int j = 0; j < WSP_GGML_MAX_SRC; j++) {
+            tb_check_extra(ctx, g->nodes[i]->src[j]);
         }
     }
 }
@@ -142,12 +204,21 @@ static void tb_check_range(const struct wsp_ggml_tensor * tensor, size_t offset,
              && "access outside of the test backend buffer");
 }
 
+// [data+offset, data+offset+size) inside buffer b (may reach past nbytes: padding)
+static void tb_check_range_raw(const struct tb_buffer * b, const struct wsp_ggml_tensor * tensor, size_t offset, size_t size) {
+    TB_CHECK(tensor->data != NULL);
+    const char * p = (const char *)tensor->data + offset;
+    TB_CHECK(p >= b->base && (size_t)(p - b->base) <= b->size && size <= b->size - (size_t)(p - b->base)
+             && "padding outside of the test backend buffer");
+}
+
 // --- buffer interface ---------------------------------------------------------
 
 static void tb_buffer_free_buffer(wsp_ggml_backend_buffer_t buffer) {
     struct tb_buffer * b = tb_buf(buffer);
     b->owner->stats.calls[TB_BUF_FREE_BUFFER]++;
     free(b->mem);
+    free(b->extras);
     tb_ctx_unref(b->owner);
     free(b);
     buffer->context = NULL;
@@ -171,6 +242,33 @@ static void tb_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_g
     struct tb_buffer * b = tb_buf(buffer);
     b->owner->stats.calls[TB_BUF_INIT_TENSOR]++; tb_hook(TB_BUF_INIT_TENSOR);
     TB_CHECK(tensor != NULL);
+    if (b->owner->shape != TB_SHAPE_CUDA) {
+        return;
+    }
+    // as ggml-cuda.cu: a view at offset 0 shares its source's extra; any
+    // other tensor takes the next one of the ring; a non-view's padding
+    // (alloc size beyond nbytes) is zeroed, inside the memory the allocator
+    // must have reserved for it
+    if (tensor->view_src != NULL && tensor->view_offs == 0) {
+        tensor->extra = tensor->view_src->extra;
+        return;
+    }
+    if (b->extras == NULL) {
+        b->extras = (struct tb_extra *)calloc(TB_EXTRAS, sizeof(struct tb_extra));
+        TB_CHECK(b->extras != NULL);
+    }
+    struct tb_extra * e = &b->extras[b->next_extra];
+    b->next_extra = (b->next_extra + 1) % TB_EXTRAS;
+    e->buffer = b;
+    e->data = tensor->data;
+    tensor->extra = e;
+    size_t nbytes = wsp_ggml_nbytes(tensor);
+    size_t padded = tb_buffer_get_alloc_size(buffer, tensor);
+    b->owner->stats.calls[TB_BUF_GET_ALLOC_SIZE]--; // not the library's call
+    if (tensor->view_src == NULL && padded > nbytes && tensor->data != NULL) {
+        tb_check_range_raw(b, tensor, nbytes, padded - nbytes);
+        memset((char *)tensor->data + nbytes, 0, padded - nbytes);
+    }
 }
 
 static void tb_buffer_free_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor * tensor) {
@@ -210,6 +308,8 @@ static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, siz
     p = (p + ctx->alignment - 1) & ~(uintptr_t)(ctx->alignment - 1);
     b->base = (char *)p;
     b->size = size;
+    b->extras = NULL;
+    b->next_extra = 0;
     // deterministic content for never-written bytes
     memset(b->mem, 0xA5, size + ctx->alignment);
     ctx->refs++;
@@ -220,7 +320,7 @@ static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, siz
         /* .get_base       = */ tb_buffer_get_base,
         /* .get_alloc_size = */ ctx->has_buffer_hooks ? tb_buffer_get_alloc_size : NULL,
         /* .init_tensor    = */ ctx->has_buffer_hooks ? tb_buffer_init_tensor : NULL,
-        /* .free_tensor    = */ ctx->has_buffer_hooks ? tb_buffer_free_tensor : NULL,
+        /* .free_tensor    = */ ctx->has_buffer_hooks && ctx->shape == TB_SHAPE_FULL ? tb_buffer_free_tensor : NULL,
     };
     return wsp_ggml_backend_buffer_init(backend, iface, b, size);
 }
@@ -321,6 +421,7 @@ static void tb_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_g
     TB_CHECK(p != NULL);
     tb_log_graph(ctx, &p->graph);
     tb_count_rejected(ctx, &p->graph);
+    tb_check_extras(ctx, &p->graph);
     if (p->inner != NULL) {
         wsp_ggml_backend_graph_plan_compute(ctx->delegate, p->inner);
     } else {
@@ -349,6 +450,7 @@ static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph 
     struct tb_context * ctx = tb_ctx(backend);
     ctx->stats.calls[TB_GRAPH_COMPUTE]++;
     tb_count_rejected(ctx, cgraph);
+    tb_check_extras(ctx, cgraph);
     if (ctx->delegate != NULL) {
         tb_log_graph(ctx, cgraph);
         wsp_ggml_backend_graph_compute(ctx->delegate, cgraph);
@@ -370,6 +472,9 @@ static void tb_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph 
 }
 
 static bool tb_rejects(const struct tb_context * ctx, const struct wsp_ggml_tensor * op) {
+    if (ctx->shape == TB_SHAPE_CUDA) {
+        return false; // no supports_op: it accepts every op
+    }
     for (int i = 0; i < ctx->n_rejected_ops; i++) {
         if ((int)op->op == ctx->rejected_ops[i]) {
             return true;
@@ -397,9 +502,12 @@ wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts) {
     TB_CHECK(ctx->name != NULL);
     memcpy(ctx->name, opts->name, len + 1);
     ctx->alignment = opts->alignment;
-    ctx->has_cpy_tensor_from = opts->has_cpy_tensor_from;
-    ctx->has_cpy_tensor_to = opts->has_cpy_tensor_to;
-    ctx->has_buffer_hooks = opts->has_buffer_hooks;
+    ctx->shape = test_backend_resolve_shape(opts->shape);
+    // the real backends' patterns override the options' slots
+    bool real = ctx->shape != TB_SHAPE_FULL;
+    ctx->has_cpy_tensor_from = real ? ctx->shape == TB_SHAPE_METAL : opts->has_cpy_tensor_from;
+    ctx->has_cpy_tensor_to = real ? ctx->shape == TB_SHAPE_METAL : opts->has_cpy_tensor_to;
+    ctx->has_buffer_hooks = real ? ctx->shape == TB_SHAPE_CUDA : opts->has_buffer_hooks;
     ctx->corrupt = opts->corrupt;
     ctx->corrupt_unary = opts->corrupt_unary;
     ctx->delegate = opts->delegate;
@@ -429,13 +537,13 @@ wsp_ggml_backend_t test_backend_new(const struct test_backend_options * opts) {
         /* .set_tensor_async   = */ tb_set_tensor_async,
         /* .get_tensor_async   = */ tb_get_tensor_async,
         /* .synchronize        = */ tb_synchronize,
-        /* .cpy_tensor_from    = */ opts->has_cpy_tensor_from ? tb_cpy_tensor_from : NULL,
-        /* .cpy_tensor_to      = */ opts->has_cpy_tensor_to ? tb_cpy_tensor_to : NULL,
-        /* .graph_plan_create  = */ tb_graph_plan_create,
-        /* .graph_plan_free    = */ tb_graph_plan_free,
-        /* .graph_plan_compute = */ tb_graph_plan_compute,
+        /* .cpy_tensor_from    = */ ctx->has_cpy_tensor_from ? tb_cpy_tensor_from : NULL,
+        /* .cpy_tensor_to      = */ ctx->has_cpy_tensor_to ? tb_cpy_tensor_to : NULL,
+        /* .graph_plan_create  = */ ctx->shape == TB_SHAPE_METAL ? NULL : tb_graph_plan_create,
+        /* .graph_plan_free    = */ ctx->shape == TB_SHAPE_METAL ? NULL : tb_graph_plan_free,
+        /* .graph_plan_compute = */ ctx->shape == TB_SHAPE_METAL ? NULL : tb_graph_plan_compute,
         /* .graph_compute      = */ tb_graph_compute,
-        /* .supports_op        = */ tb_supports_op,
+        /* .supports_op        = */ ctx->shape == TB_SHAPE_CUDA ? NULL : tb_supports_op,
     };
 
     wsp_ggml_backend_t backend = (wsp_ggml_backend_t)malloc(sizeof(struct wsp_ggml_backend));
@@ -470,6 +578,10 @@ void test_backend_set_max_alloc(wsp_ggml_backend_t backend, size_t size) {
     tb_ctx(backend)->max_alloc = size;
 }
 
+enum test_backend_shape test_backend_shape_of(wsp_ggml_backend_t backend) {
+    return tb_ctx(backend)->shape;
+}
+
 struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend) {
     return &tb_ctx(backend)->stats;
 }
@@ -502,6 +614,7 @@ void test_backend_print_stats(wsp_ggml_backend_t backend) {
     printf("~le %s cpy_tensor_to %ld\n",           n, s.calls[TB_CPY_TENSOR_TO]);
     printf("~le %s bytes_set %ld\n",               n, s.bytes_set);
     printf("~le %s bytes_get %ld\n",               n, s.bytes_get);
+    printf("~le %s uninit_computed %ld\n",         n, s.uninit_computed);
     // informational
     printf("~ %s get_name %ld\n",                  n, s.calls[TB_GET_NAME]);
     printf("~ %s get_alignment %ld\n",             n, s.calls[TB_GET_ALIGNMENT]);

@@ -28,6 +28,32 @@ enum test_backend_call {
     TB_N_CALLS
 };
 
+// Which interface slots the backend fills, after the real C backends of this
+// generation (whisper.cpp v1.5.0; see shared FACTS.md). The default takes
+// TEST_BACKEND_SHAPE from the environment ("full", "cuda", "metal"; unset:
+// full), so that every program runs unchanged with each pattern.
+enum test_backend_shape {
+    TB_SHAPE_DEFAULT = 0,
+    // every slot set; the options decide the copy slots and buffer hooks
+    TB_SHAPE_FULL,
+    // ggml-cuda.cu: supports_op, cpy_tensor_from and cpy_tensor_to NULL (so
+    // it accepts every op: the rejected ops are ignored); its buffers have
+    // get_alloc_size and an init_tensor that gives every tensor an `extra`
+    // from a ring of 4096 per buffer (a view at offset 0 shares its
+    // source's) holding tensor->data, and zeroes a non-view's padding; no
+    // free_tensor. Computing a tensor of its buffer whose `extra` does not
+    // hold its data is counted (uninit_computed): CUDA would compute on
+    // other memory.
+    TB_SHAPE_CUDA,
+    // ggml-metal.m: graph_plan_create/free/compute NULL, both copy slots
+    // set, supports_op set (true for every op unless the options reject
+    // some); its buffers have no get_alloc_size, init_tensor or free_tensor.
+    TB_SHAPE_METAL,
+};
+
+// The shape a test backend made with `shape` gets (TB_SHAPE_DEFAULT resolved).
+enum test_backend_shape test_backend_resolve_shape(enum test_backend_shape shape);
+
 struct test_backend_options {
     const char * name;        // e.g. "TEST0"; copied
     size_t alignment;         // buffer alignment reported by get_alignment (power of two, >= 8)
@@ -47,6 +73,9 @@ struct test_backend_options {
     // alloc_buffer returns NULL above this size (0: no limit); also
     // test_backend_set_max_alloc
     size_t max_alloc;
+    // the slot pattern (see enum test_backend_shape); overrides the copy
+    // slots and buffer hooks above when not full
+    enum test_backend_shape shape;
 };
 
 struct test_backend_stats {
@@ -56,6 +85,7 @@ struct test_backend_stats {
     long nodes_computed;      // sum of n_nodes over graph_compute / plan_compute
     long rejected_computed;   // non-view nodes computed although supports_op rejects them
     long corrupted;           // nodes corrupted (see test_backend_options::corrupt)
+    long uninit_computed;     // CUDA shape: tensors of its buffers computed without their init_tensor
 };
 
 // A function called (process-wide, all test backends) on set_tensor_async,
@@ -76,6 +106,9 @@ void test_backend_set_rejected(wsp_ggml_backend_t backend, const int * ops, int 
 // alloc_buffer returns NULL above `size` bytes from now on (0: no limit).
 void test_backend_set_max_alloc(wsp_ggml_backend_t backend, size_t size);
 
+// The shape this backend was made with (never TB_SHAPE_DEFAULT).
+enum test_backend_shape test_backend_shape_of(wsp_ggml_backend_t backend);
+
 // Counters of this backend (live pointer, valid until the backend is freed).
 struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend);
 
@@ -84,7 +117,8 @@ struct test_backend_stats * test_backend_stats(wsp_ggml_backend_t backend);
 //                                graph_plan_free, alloc_buffer, free_buffer, nodes_computed,
 //                                buf_init_tensor, buf_free_tensor
 //   "~le <name> <counter> <n>"   ours may be lower: set_tensor_async, get_tensor_async,
-//                                synchronize, cpy_tensor_from, cpy_tensor_to, bytes_set, bytes_get
+//                                synchronize, cpy_tensor_from, cpy_tensor_to, bytes_set, bytes_get,
+//                                uninit_computed
 //   "~ <name> <counter> <n>"     informational: get_name, get_alignment, supports_op, get_base,
 //                                buf_get_alloc_size (ours measures every new split first)
 // Programs where cpy_tensor_from / cpy_tensor_to are exact print them separately as "stat" lines.

@@ -220,10 +220,26 @@ pub fn command(exe: &Path) -> Command {
     }
 }
 
+/// The slot patterns a test backend takes (`TEST_BACKEND_SHAPE`, see
+/// test_backend.h): every slot set, ggml-cuda.cu's (no supports_op, no copy
+/// slots, buffers that pad and initialise tensors) and ggml-metal.m's (no
+/// graph_plan_*, copy slots set, plain buffers).
+pub const SHAPES: [&str; 3] = ["full", "cuda", "metal"];
+
 pub fn run(exe: &Path, args: &[&str]) -> Output {
+    run_shaped(exe, args, "full")
+}
+
+/// [`run`] with the test backends in slot pattern `shape` (one of [`SHAPES`]).
+pub fn run_shaped(exe: &Path, args: &[&str], shape: &str) -> Output {
     // Test backends print every graph they compute (see test_backend.c), so
     // node assignments and split boundaries are compared too.
-    command(exe).args(args).env("TEST_BACKEND_LOG", "1").output().unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+    command(exe)
+        .args(args)
+        .env("TEST_BACKEND_LOG", "1")
+        .env("TEST_BACKEND_SHAPE", shape)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
 }
 
 fn describe(o: &Output) -> String {
@@ -263,30 +279,48 @@ pub fn compare(ours: &str, orig: &str) -> Result<usize, String> {
 }
 
 /// Build `program` (plus `extra` sources) both ways, run both, and require
-/// success and identical output. Returns our stdout.
+/// success and identical output; a program with the test backend
+/// (`test_backend.c` among `extra`) is run in each of its slot patterns
+/// ([`SHAPES`]). Returns our stdout (of the last pattern).
 pub fn differential(program: &str, extra: &[&str], args: &[&str]) -> String {
+    let shapes: &[&str] = if extra.contains(&"test_backend.c") { &SHAPES } else { &SHAPES[..1] };
+    differential_shaped(program, extra, args, shapes)
+}
+
+/// [`differential`] in the given slot patterns of the test backend.
+pub fn differential_shaped(program: &str, extra: &[&str], args: &[&str], shapes: &[&str]) -> String {
     let mut sources = vec![program];
     sources.extend_from_slice(extra);
     let name = program.trim_end_matches(".c");
-    let ours = run(&build(name, &sources, Flavour::Ours), args);
-    let orig = run(&build(name, &sources, Flavour::Original), args);
-    assert!(orig.status.success(), "{name} with the original failed: {}", describe(&orig));
-    assert!(ours.status.success(), "{name} with our library failed: {}", describe(&ours));
-    let (so, sr) = (String::from_utf8_lossy(&ours.stdout).into_owned(), String::from_utf8_lossy(&orig.stdout).into_owned());
-    match compare(&so, &sr) {
-        Ok(n) => assert!(n > 0, "{name} printed nothing to compare"),
-        Err(e) => panic!("{name}: outputs differ: {e}"),
+    let (ours_exe, orig_exe) = (build(name, &sources, Flavour::Ours), build(name, &sources, Flavour::Original));
+    let mut last = String::new();
+    for shape in shapes {
+        let ours = run_shaped(&ours_exe, args, shape);
+        let orig = run_shaped(&orig_exe, args, shape);
+        assert!(orig.status.success(), "{name} {args:?} ({shape} test backend) with the original failed: {}", describe(&orig));
+        assert!(ours.status.success(), "{name} {args:?} ({shape} test backend) with our library failed: {}", describe(&ours));
+        let (so, sr) = (String::from_utf8_lossy(&ours.stdout).into_owned(), String::from_utf8_lossy(&orig.stdout).into_owned());
+        match compare(&so, &sr) {
+            Ok(n) => assert!(n > 0, "{name} printed nothing to compare"),
+            Err(e) => panic!("{name} {args:?} ({shape} test backend): outputs differ: {e}"),
+        }
+        last = so;
     }
-    so
+    last
 }
 
 /// Build with our library only, run, require success; returns stdout.
 pub fn ours_only(program: &str, extra: &[&str], args: &[&str]) -> String {
+    ours_only_shaped(program, extra, args, "full")
+}
+
+/// [`ours_only`] with the test backends in slot pattern `shape`.
+pub fn ours_only_shaped(program: &str, extra: &[&str], args: &[&str], shape: &str) -> String {
     let mut sources = vec![program];
     sources.extend_from_slice(extra);
     let name = program.trim_end_matches(".c");
-    let o = run(&build(name, &sources, Flavour::Ours), args);
-    assert!(o.status.success(), "{name} {args:?} with our library failed: {}", describe(&o));
+    let o = run_shaped(&build(name, &sources, Flavour::Ours), args, shape);
+    assert!(o.status.success(), "{name} {args:?} ({shape} test backend) with our library failed: {}", describe(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 

@@ -256,6 +256,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backen
     })
 }
 
+/// True when the backend's `supports_op` slot is NULL (this generation's CUDA
+/// backend): such a backend accepts every op, as the scheduler treats it (the
+/// original called the NULL slot).
+///
 /// # Safety
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `op` is a live ggml tensor.
 #[no_mangle]

@@ -70,7 +70,7 @@ impl Sched {
             .collect();
         Box::new(Sched {
             backends: backends.to_vec(),
-            accepts_all: backends.iter().map(|&b| crate::cpu::is_cpu(b)).collect(),
+            accepts_all: backends.iter().map(|&b| crate::cpu::is_cpu(b) || !b.has_supports_op()).collect(),
             per,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
             measured: false,
@@ -437,7 +437,7 @@ fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback
         batch.n_nodes = (j1 + 1 - j0) as i32;
         batch.size = batch.n_nodes;
         backend.graph_compute(&mut batch);
-        backend.synchronize();
+        backend.synchronize_if_any();
         // SAFETY: as above.
         if need && !unsafe { cb(node_at(j1), false, user_data) } {
             return false;

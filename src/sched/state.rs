@@ -240,8 +240,9 @@ pub(super) struct PerBackend {
 pub struct Sched {
     /// The backends in priority order (the passes read them as a slice).
     pub(super) backends: Vec<BackendRef>,
-    /// Whether each backend accepts every op (our CPU backend), known at
-    /// `sched_new`: its `supports_op` is never asked.
+    /// Whether each backend accepts every op (our CPU backend, or one whose
+    /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
+    /// `supports_op` is never asked.
     pub(super) accepts_all: Vec<bool>,
     /// One record per backend, in the same order.
     pub(super) per: Vec<PerBackend>,
