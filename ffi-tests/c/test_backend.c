@@ -41,6 +41,8 @@ struct tb_context {
     size_t max_alloc;
     struct test_backend_stats stats;
     int refs; // the backend itself + each live buffer
+    struct tb_buffer ** buffers; // the live buffers (CUDA shape: whose rings hold valid extras)
+    int n_buffers;
     bool log; // TEST_BACKEND_LOG, read when the backend is made (no global state: threads)
 };
 
@@ -122,9 +124,14 @@ static void tb_check_extra(struct tb_context * ctx, const struct wsp_ggml_tensor
     if (b->owner != ctx) {
         return;
     }
+    // the extra may come from any live buffer of this backend (the original
+    // initialises a split input's view through the scheduler's compute buffer)
     const struct tb_extra * e = (const struct tb_extra *)t->extra;
-    bool ok = e != NULL && b->extras != NULL && e >= b->extras && e < b->extras + TB_EXTRAS && e->buffer == b
-              && e->data == t->data;
+    bool ok = false;
+    for (int i = 0; i < ctx->n_buffers && !ok; i++) {
+        const struct tb_extra * ring = ctx->buffers[i]->extras;
+        ok = ring != NULL && e >= ring && e < ring + TB_EXTRAS && e->data == t->data;
+    }
     if (!ok) {
         ctx->stats.uninit_computed++;
     }
@@ -176,6 +183,7 @@ static void tb_ctx_unref(struct tb_context * ctx) {
     if (ctx->refs == 0) {
         free(ctx->name);
         free(ctx->rejected_ops);
+        free(ctx->buffers);
         free(ctx);
     }
 }
@@ -219,6 +227,13 @@ static void tb_buffer_free_buffer(wsp_ggml_backend_buffer_t buffer) {
     b->owner->stats.calls[TB_BUF_FREE_BUFFER]++;
     free(b->mem);
     free(b->extras);
+    struct tb_context * ctx = b->owner;
+    for (int i = 0; i < ctx->n_buffers; i++) {
+        if (ctx->buffers[i] == b) {
+            ctx->buffers[i] = ctx->buffers[--ctx->n_buffers];
+            break;
+        }
+    }
     tb_ctx_unref(b->owner);
     free(b);
     buffer->context = NULL;
@@ -310,6 +325,10 @@ static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, siz
     b->size = size;
     b->extras = NULL;
     b->next_extra = 0;
+    struct tb_buffer ** list = (struct tb_buffer **)realloc(ctx->buffers, sizeof(*list) * (size_t)(ctx->n_buffers + 1));
+    TB_CHECK(list != NULL);
+    ctx->buffers = list;
+    ctx->buffers[ctx->n_buffers++] = b;
     // deterministic content for never-written bytes
     memset(b->mem, 0xA5, size + ctx->alignment);
     ctx->refs++;

@@ -234,12 +234,44 @@ pub fn run(exe: &Path, args: &[&str]) -> Output {
 pub fn run_shaped(exe: &Path, args: &[&str], shape: &str) -> Output {
     // Test backends print every graph they compute (see test_backend.c), so
     // node assignments and split boundaries are compared too.
-    command(exe)
-        .args(args)
-        .env("TEST_BACKEND_LOG", "1")
-        .env("TEST_BACKEND_SHAPE", shape)
-        .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", exe.display()))
+    let mut cmd = command(exe);
+    cmd.args(args).env("TEST_BACKEND_LOG", "1").env("TEST_BACKEND_SHAPE", shape);
+    output_within(cmd, RUN_LIMIT_S, &format!("{} {args:?} ({shape} test backend)", exe.display()))
+}
+
+/// How long one run of a test program may take (emulated and under load
+/// included) before it is killed: a hang fails its test instead of CI.
+const RUN_LIMIT_S: u64 = 600;
+
+/// `cmd`'s output; the process is killed, and the test fails naming `what`,
+/// when it runs longer than `limit_s` seconds.
+fn output_within(mut cmd: Command, limit_s: u64, what: &str) -> Output {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let child =
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let pid = child.id().to_string();
+    let done = Arc::new(AtomicBool::new(false));
+    let watch = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(Ordering::SeqCst) {
+                if start.elapsed() > Duration::from_secs(limit_s) {
+                    let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            false
+        })
+    };
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    done.store(true, Ordering::SeqCst);
+    let killed = watch.join().unwrap_or(false);
+    assert!(!killed, "{what} did not finish in {limit_s} s and was killed");
+    out
 }
 
 fn describe(o: &Output) -> String {
@@ -289,12 +321,18 @@ pub fn differential(program: &str, extra: &[&str], args: &[&str]) -> String {
 
 /// [`differential`] in the given slot patterns of the test backend.
 pub fn differential_shaped(program: &str, extra: &[&str], args: &[&str], shapes: &[&str]) -> String {
+    differential_cases(program, extra, &[args], shapes)
+}
+
+/// [`differential`] of one build per flavour, run with each argument list in
+/// `cases` and each slot pattern in `shapes`.
+pub fn differential_cases(program: &str, extra: &[&str], cases: &[&[&str]], shapes: &[&str]) -> String {
     let mut sources = vec![program];
     sources.extend_from_slice(extra);
     let name = program.trim_end_matches(".c");
     let (ours_exe, orig_exe) = (build(name, &sources, Flavour::Ours), build(name, &sources, Flavour::Original));
     let mut last = String::new();
-    for shape in shapes {
+    for (args, shape) in cases.iter().flat_map(|&a| shapes.iter().map(move |s| (a, s))) {
         let ours = run_shaped(&ours_exe, args, shape);
         let orig = run_shaped(&orig_exe, args, shape);
         assert!(orig.status.success(), "{name} {args:?} ({shape} test backend) with the original failed: {}", describe(&orig));
