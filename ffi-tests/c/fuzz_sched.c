@@ -106,6 +106,7 @@ struct bplan {
     char name[16];
     size_t align;
     bool from, to, hooks;
+    enum test_backend_shape shape; // slot pattern: full, or a real backend's
     int rej[4];
     int n_rej;
 };
@@ -242,6 +243,11 @@ static void plan_program(uint64_t seed, int nodes_max) {
     P.nb = 2 + rndn(3);
     P.cpu_pos = rndn(P.nb);
     int ti = 0;
+    // each test backend's slot pattern, from a generator of its own so that
+    // a seed's other draws are what they were before patterns existed: half
+    // full, a quarter CUDA's (no supports_op: it rejects nothing), a
+    // quarter Metal's
+    struct lcg shapes = lcg_new(seed ^ 0x5bd1e9955bd1e995ULL);
     for (int b = 0; b < P.nb; b++) {
         struct bplan * B = &P.b[b];
         B->is_cpu = b == P.cpu_pos;
@@ -251,6 +257,8 @@ static void plan_program(uint64_t seed, int nodes_max) {
         B->to = chance(50);
         B->hooks = chance(50);
         B->n_rej = 0;
+        uint32_t sh = lcg_u32(&shapes) % 4;
+        B->shape = sh < 2 ? TB_SHAPE_FULL : sh == 2 ? TB_SHAPE_CUDA : TB_SHAPE_METAL;
         if (!B->is_cpu && chance(20)) {
             int n = 1 + rndn(3);
             for (int i = 0; i < n; i++) {
@@ -258,6 +266,9 @@ static void plan_program(uint64_t seed, int nodes_max) {
                 if (!rejects(b, (enum wsp_ggml_op)op)) {
                     B->rej[B->n_rej++] = op;
                 }
+            }
+            if (B->shape == TB_SHAPE_CUDA) {
+                B->n_rej = 0; // drawn all the same, to keep the seed's other draws
             }
         }
         if (B->is_cpu) {
@@ -348,7 +359,8 @@ static void print_plan(void) {
         const struct bplan * B = &P.b[b];
         printf("%s%s", b ? "," : "", B->name);
         if (!B->is_cpu) {
-            printf("(a%zu%s%s%s", B->align, B->from ? ",from" : "", B->to ? ",to" : "", B->hooks ? ",hooks" : "");
+            printf("(a%zu%s%s%s%s", B->align, B->from ? ",from" : "", B->to ? ",to" : "", B->hooks ? ",hooks" : "",
+                   B->shape == TB_SHAPE_CUDA ? ",cuda" : B->shape == TB_SHAPE_METAL ? ",metal" : "");
             for (int i = 0; i < B->n_rej; i++) {
                 printf(",rej:%s", wsp_ggml_op_name((enum wsp_ggml_op)B->rej[i]));
             }
@@ -425,6 +437,7 @@ static void setup_backends(void) {
         o.has_buffer_hooks = B->hooks;
         o.rejected_ops = B->n_rej > 0 ? B->rej : NULL;
         o.n_rejected_ops = B->n_rej;
+        o.shape = B->shape;
         g_bk[b] = test_backend_new(&o);
         CHECK(g_bk[b] != NULL);
     }
@@ -1633,6 +1646,9 @@ static void mutate(struct step_plan * sp) {
                     holds |= P.leafs[i].backend == b && (P.leafs[i].kind == K_STORE || P.leafs[i].kind == K_TALLOC);
                 }
                 struct bplan * B = &P.b[b];
+                if (B->shape == TB_SHAPE_CUDA) {
+                    break; // no supports_op to change
+                }
                 B->n_rej = 0;
                 int n = rndn(4);
                 for (int i = 0; i < n; i++) {

@@ -250,6 +250,15 @@ static size_t tb_buffer_get_alloc_size(wsp_ggml_backend_buffer_t buffer, struct 
     struct tb_buffer * b = tb_buf(buffer);
     b->owner->stats.calls[TB_BUF_GET_ALLOC_SIZE]++;
     size_t n = wsp_ggml_nbytes(tensor);
+    if (b->owner->shape == TB_SHAPE_CUDA) {
+        // ggml-cuda.cu's rule: a quantized tensor's rows padded to a
+        // multiple of 512 elements (MATRIX_ROW_PADDING); nothing else
+        int64_t ne0 = tensor->ne[0];
+        if (wsp_ggml_is_quantized(tensor->type) && ne0 % 512 != 0) {
+            n += (size_t)(512 - ne0 % 512) * wsp_ggml_type_size(tensor->type) / (size_t)wsp_ggml_blck_size(tensor->type);
+        }
+        return n;
+    }
     return (n + 31) & ~(size_t)31;
 }
 
