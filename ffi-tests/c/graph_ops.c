@@ -99,11 +99,15 @@ static void make_model(struct model * m, wsp_ggml_backend_t backend, bool exact_
     wsp_ggml_set_name(m->o16, "o16");
     wsp_ggml_set_name(m->orows, "orows");
 
+    // sized by the buffers' own alloc sizes (a CUDA-like buffer pads
+    // quantized rows), asked of a small buffer of the backend
     size_t align = wsp_ggml_backend_get_alignment(backend);
     size_t total = align;
+    wsp_ggml_backend_buffer_t probe = wsp_ggml_backend_alloc_buffer(backend, 1);
     for (struct wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(m->ctx); t != NULL; t = wsp_ggml_get_next_tensor(m->ctx, t)) {
-        total += pad_to(wsp_ggml_nbytes(t), align);
+        total += pad_to(wsp_ggml_backend_buffer_get_alloc_size(probe, t), align);
     }
+    wsp_ggml_backend_buffer_free(probe);
     m->buffer = wsp_ggml_backend_alloc_buffer(backend, total);
     m->allocr = wsp_ggml_allocr_new_from_buffer(m->buffer);
     for (struct wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(m->ctx); t != NULL; t = wsp_ggml_get_next_tensor(m->ctx, t)) {
