@@ -116,7 +116,9 @@ static struct counts total_counts(wsp_ggml_backend_t a, wsp_ggml_backend_t b) {
     struct counts c = {
         test_backend_stats(a)->calls[TB_GRAPH_COMPUTE] + test_backend_stats(b)->calls[TB_GRAPH_COMPUTE],
         test_backend_stats(a)->nodes_computed + test_backend_stats(b)->nodes_computed,
-        test_backend_stats(a)->calls[TB_SET_TENSOR_ASYNC] + test_backend_stats(b)->calls[TB_SET_TENSOR_ASYNC],
+        // copies into the test backends: set_tensor_async, or cpy_tensor_from (Metal's pattern)
+        test_backend_stats(a)->calls[TB_SET_TENSOR_ASYNC] + test_backend_stats(b)->calls[TB_SET_TENSOR_ASYNC]
+            + test_backend_stats(a)->calls[TB_CPY_TENSOR_FROM] + test_backend_stats(b)->calls[TB_CPY_TENSOR_FROM],
     };
     return c;
 }

@@ -25,7 +25,9 @@ struct counts {
 
 static struct counts counts_of(wsp_ggml_backend_t b) {
     struct test_backend_stats * s = test_backend_stats(b);
-    struct counts c = { s->calls[TB_SET_TENSOR_ASYNC], s->calls[TB_GET_TENSOR_ASYNC], s->bytes_set, s->bytes_get,
+    // a copy into a test backend: one set_tensor_async, or one
+    // cpy_tensor_from where the backend has the slot (Metal's pattern)
+    struct counts c = { s->calls[TB_SET_TENSOR_ASYNC] + s->calls[TB_CPY_TENSOR_FROM], s->calls[TB_GET_TENSOR_ASYNC], s->bytes_set, s->bytes_get,
                         s->calls[TB_GRAPH_COMPUTE], s->nodes_computed };
     return c;
 }

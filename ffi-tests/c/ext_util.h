@@ -91,7 +91,8 @@ static EU_UNUSED int eu_pick_case(int argc, char ** argv, const char * const * c
 
 // A test backend without cpy_tensor_from / cpy_tensor_to: a scheduler copy
 // into it is exactly one set_tensor_async, a copy out of it (to another
-// backend without copy hooks) exactly one get_tensor_async.
+// backend without copy hooks) exactly one get_tensor_async. (In Metal's slot
+// pattern, TEST_BACKEND_SHAPE=metal, a copy into it is one cpy_tensor_from.)
 // `rejected` is a -1 terminated list of enum wsp_ggml_op values (or NULL).
 static EU_UNUSED wsp_ggml_backend_t eu_tb(const char * name, const int * rejected) {
     struct test_backend_options o;

@@ -396,6 +396,7 @@ static void tb_cpy_tensor_from(wsp_ggml_backend_t unused, struct wsp_ggml_tensor
     size_t nbytes = wsp_ggml_nbytes(src);
     tb_check_range(dst, 0, nbytes);
     wsp_ggml_backend_tensor_get(src, dst->data, 0, nbytes);
+    ctx->stats.bytes_set += (long)nbytes; // written into this backend, as set_tensor_async counts
 }
 
 static void tb_cpy_tensor_to(wsp_ggml_backend_t unused, struct wsp_ggml_tensor * src, struct wsp_ggml_tensor * dst) {

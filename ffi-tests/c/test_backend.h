@@ -81,7 +81,7 @@ struct test_backend_options {
 
 struct test_backend_stats {
     long calls[TB_N_CALLS];
-    long bytes_set;           // bytes written by set_tensor_async
+    long bytes_set;           // bytes written by set_tensor_async and cpy_tensor_from
     long bytes_get;           // bytes read by get_tensor_async
     long nodes_computed;      // sum of n_nodes over graph_compute / plan_compute
     long rejected_computed;   // non-view nodes computed although supports_op rejects them
