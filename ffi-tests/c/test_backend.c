@@ -52,7 +52,7 @@ struct tb_extra {
     const struct tb_buffer * buffer;
     void * data;
 };
-#define TB_EXTRAS 4096 // ggml-cuda.cu's ring of extras per buffer (WSP_GGML_MAX_NODES)
+#define TB_EXTRAS 4096 // ggml-cuda.cu's ring per buffer holds 8192: half, so that a wrap shows sooner
 
 struct tb_buffer {
     struct tb_context * owner;

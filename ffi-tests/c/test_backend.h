@@ -40,7 +40,7 @@ enum test_backend_shape {
     // it accepts every op: the rejected ops are ignored); its buffers have
     // get_alloc_size (CUDA's: a quantized tensor padded by one row's worth
     // of elements up to a multiple of 512) and an init_tensor that gives
-    // every tensor an `extra` from a ring of 4096 per buffer (a view at
+    // every tensor an `extra` from a ring of 4096 per buffer (CUDA's: 8192; a view at
     // offset 0 shares its source's) holding tensor->data, and zeroes a
     // non-view's padding, as CUDA does; no free_tensor. Computing a tensor of its buffer whose `extra` does not
     // hold its data is counted (uninit_computed): CUDA would compute on
