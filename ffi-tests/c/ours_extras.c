@@ -105,6 +105,12 @@ int main(void) {
     CHECK(memcmp(src, dst, sizeof(src)) == 0);
     printf("ok copy slots receive the backend\n");
 
+    // A backend without supports_op (this generation's CUDA backend) accepts
+    // every op; the original called the NULL slot.
+    plain->iface.supports_op = NULL;
+    CHECK(wsp_ggml_backend_supports_op(plain, b));
+    printf("ok supports_op of a backend without the slot is true\n");
+
     wsp_ggml_backend_buffer_free(ba);
     wsp_ggml_backend_buffer_free(bb);
     wsp_ggml_backend_buffer_free(bp);
