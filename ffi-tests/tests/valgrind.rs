@@ -12,6 +12,11 @@ fn valgrind_available() {
 }
 
 fn memcheck(program: &str) {
+    memcheck_shaped(program, &[], "full");
+}
+
+/// [`memcheck`] of one run with `args`, the test backends in slot pattern `shape`.
+fn memcheck_shaped(program: &str, args: &[&str], shape: &str) {
     valgrind_available();
     let name = program.trim_end_matches(".c");
     let exe = harness::build(name, &[program, "test_backend.c"], Flavour::Ours);
@@ -19,10 +24,25 @@ fn memcheck(program: &str) {
         .args(["-q", "--error-exitcode=99", "--leak-check=full", "--show-leak-kinds=definite,indirect"])
         .args(["--errors-for-leak-kinds=definite,indirect"])
         .arg(&exe)
+        .args(args)
         .env("TEST_BACKEND_LOG", "1")
+        .env("TEST_BACKEND_SHAPE", shape)
         .output()
         .expect("run valgrind");
-    assert!(o.status.success(), "memcheck reports errors for {name} (exit {:?}):\n{}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "memcheck reports errors for {name} {args:?} ({shape} test backend) (exit {:?}):\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The gpt-2-shaped client with the second backend in CUDA's and Metal's
+/// slot patterns.
+#[test]
+fn memcheck_sched_gpt2_real_slot_patterns() {
+    memcheck_shaped("sched_gpt2.c", &["2", "f16"], "cuda");
+    memcheck_shaped("sched_gpt2.c", &["5", "q4_0"], "metal");
 }
 
 macro_rules! memcheck_tests {
