@@ -98,6 +98,12 @@ struct World {
     leafs: Vec<*mut wsp_ggml_tensor>,
 }
 
+/// A tensor address the code under test never reads: without provenance,
+/// not an integer cast (Miri warns of those).
+fn addr(a: usize) -> *mut c_void {
+    core::ptr::null_mut::<u8>().wrapping_add(a).cast()
+}
+
 fn leak<T>(v: T) -> *mut T {
     Box::into_raw(Box::new(v))
 }
@@ -151,7 +157,7 @@ impl World {
         t.nb = [4, 4 * n as usize, 4 * n as usize, 4 * n as usize];
         if let Some(b) = on {
             t.buffer = self.buffers[b];
-            t.data = 0x1000 as *mut c_void; // never read by the passes
+            t.data = addr(0x1000); // never read by the passes
         }
         let p = leak(t);
         self.tensors.push(p);
@@ -387,10 +393,10 @@ fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
     w.node(OP_ADD, 8, &[wa, wa]);
     let host = w.leaf(8, None);
     // SAFETY: our own tensor: plain host memory (data, no buffer).
-    unsafe { (*host).data = 0x2000 as *mut c_void };
+    unsafe { (*host).data = addr(0x2000) };
     let v = w.view(host, 4);
     // SAFETY: as above: a view whose data the caller set.
-    unsafe { (*v).data = 0x2000 as *mut c_void };
+    unsafe { (*v).data = addr(0x2000) };
     let st = plan(&mut w, &PtrMap::new());
     assert_eq!(assigned(&st, v).0, NO_BACKEND);
 }
@@ -422,7 +428,7 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         ("a source more", false, |_, t| edit(t[3], |x| x.src[2] = t[0])),
         ("a leaf's buffer (another backend)", false, |w, t| edit(t[0], |x| x.buffer = w.buffers[1])),
         ("a leaf's data (none now)", false, |_, t| edit(t[0], |x| x.data = core::ptr::null_mut())),
-        ("a node gets data", false, |_, t| edit(t[3], |x| x.data = 0x3000 as *mut c_void)),
+        ("a node gets data", false, |_, t| edit(t[3], |x| x.data = addr(0x3000))),
         ("a node gets a view source", false, |_, t| edit(t[3], |x| x.view_src = t[2])),
         ("one node fewer", false, |w, _| {
             w.nodes.pop();
@@ -481,7 +487,7 @@ fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buff
         let mut iface: wsp_ggml_backend_buffer_i = unsafe { core::mem::zeroed() };
         iface.get_base = Some(fake_base);
         let base = 0x10000 * (i + 1);
-        bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: b, context: base as *mut c_void, size }));
+        bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: b, context: addr(base), size }));
     }
     let arenas = bufs
         .iter_mut()
@@ -651,7 +657,7 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
 
     edit(n3, |t| t.data = core::ptr::null_mut());
     assert!(!g.still_holds(&st.table, &arenas), "a tensor's memory");
-    edit(n3, |t| t.data = placed[3] as *mut c_void);
+    edit(n3, |t| t.data = addr(placed[3]));
     assert!(g.still_holds(&st.table, &arenas));
 
     let mut other = arenas.clone();
