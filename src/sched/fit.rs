@@ -35,7 +35,8 @@ impl Sched {
         let (buffer, measure) = unsafe { (ggml::wsp_ggml_tallocr_get_buffer(talloc), ggml::wsp_ggml_tallocr_is_measure(talloc)) };
         // SAFETY: the buffer of our live allocator: live as long as it is.
         let buffer = unsafe { BufferRef::new(buffer) }.expect("an allocator has a buffer");
-        let base = buffer.base() as usize;
+        let base_ptr = buffer.base();
+        let base = base_ptr as usize;
         let align = buffer.alignment().max(1);
         let free = tallocr::tallocr_free_blocks(talloc).unwrap_or_else(|| {
             // Another ggml-alloc: after what the graph shows is in use.
@@ -43,7 +44,7 @@ impl Sched {
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
             vec![(start, end.saturating_sub(start))]
         });
-        Arena { buffer, base, align, measure, free }
+        Arena { buffer, base, base_ptr, align, measure, free }
     }
 
     /// Plan the split's allocation and apply it; `reused`: the split is the
@@ -197,7 +198,8 @@ impl Sched {
     /// Where the graph's inputs in `buffer` end (from its base): what can be
     /// seen of the caller's allocations there without reading the allocator.
     fn occupied_by_inputs(&self, buffer: BufferRef) -> usize {
-        let base = buffer.base() as usize;
+        let base_ptr = buffer.base();
+        let base = base_ptr as usize;
         let align = buffer.alignment().max(1);
         // ggml-alloc starts at the first aligned address of the buffer
         let start = (align - base % align) % align;

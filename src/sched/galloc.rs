@@ -43,6 +43,9 @@ pub(super) struct Arena {
     pub buffer: BufferRef,
     /// The buffer's base address and alignment (as its allocator has them).
     pub base: usize,
+    /// The base as a pointer: tensors are placed at an offset from it, so
+    /// their addresses derive from the buffer's (no integer-to-pointer cast).
+    pub base_ptr: *mut c_void,
     pub align: usize,
     /// A measure allocator's buffer: no `init_tensor`/`free_tensor` calls.
     pub measure: bool,
@@ -336,7 +339,7 @@ impl Galloc {
                 Step::Alloc { id, b, offset } => {
                     let t = self.tensor(table, id);
                     let a = &arenas[b];
-                    t.place(a.buffer.as_ptr(), (a.base + offset) as *mut c_void);
+                    t.place(a.buffer.as_ptr(), a.base_ptr.cast::<u8>().wrapping_add(offset).cast());
                     if !a.measure {
                         a.buffer.init_tensor(t);
                     }

@@ -496,7 +496,7 @@ fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buff
             // SAFETY: a boxed buffer returned with the arenas, outliving them
             // (its fake base is never dereferenced).
             let buffer = unsafe { BufferRef::new(&mut **b) }.unwrap();
-            Arena { buffer, base, align: 16, measure: false, free: vec![(0, size)] }
+            Arena { buffer, base, base_ptr: addr(base), align: 16, measure: false, free: vec![(0, size)] }
         })
         .collect();
     (bufs, arenas)
