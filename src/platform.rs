@@ -181,22 +181,64 @@ mod no_std_runtime {
         super::abort()
     }
 
+    /// The unwinder's entry points that core's and alloc's precompiled code
+    /// refers to (ELF targets): `_Unwind_Resume`, which their landing pads
+    /// (`alloc::fmt::format_inner`, `String::from_utf8_lossy`, ...) end
+    /// with, and on 32-bit Arm the EHABI personality routines
+    /// `__aeabi_unwind_cpp_pr0/1/2`, which every function's unwind table
+    /// entry names (R_ARM_NONE, only to pull them into a static link).
+    /// Left undefined, they make the library import the unwinder: libgcc_s.so.1
+    /// on Linux, which neither artefact lists as needed, so a host without
+    /// it fails to load ours (`undefined symbol: _Unwind_Resume`) and a
+    /// static link needs `-lgcc_s` (issue 28). Resolved here, to the same
+    /// abort as the personality, and sound because never executed:
+    /// - a landing pad, and so its `_Unwind_Resume`, runs only when the
+    ///   unwinder enters it, after the personality routine of its frame
+    ///   (ours, above, which aborts on its first call) chose it; our own
+    ///   panics never unwind (panic = "abort");
+    /// - an EHABI unwinder calls its own `__aeabi_unwind_cpp_pr*` for the
+    ///   compact entries (libgcc's and LLVM libunwind's take the address
+    ///   inside the unwinder), never the copy an object brings; glibc's
+    ///   libc.so does the same, with hidden aborting stubs
+    ///   (sysdeps/arm/aeabi_unwind_cpp_pr1.c: "never actually be called").
+    ///
+    /// Hidden, like the personality: the shared library does not export
+    /// them (every call binds inside it), and scripts/staticlib makes them
+    /// local in the shipped archive, so they never stand in for the app's
+    /// own unwinder. (cargo's raw archive keeps them global and hidden, which
+    /// would capture a C++ program's calls: one more reason not to ship
+    /// that one.) Apple's archives are built from source without unwinding:
+    /// no landing pads, nothing to resolve.
     #[cfg(not(target_vendor = "apple"))]
-    macro_rules! personality {
-        ($jump:literal) => {
-            core::arch::global_asm!(
-                ".pushsection .text.rust_eh_personality,\"ax\",%progbits",
-                ".globl rust_eh_personality",
-                ".hidden rust_eh_personality",
-                ".type rust_eh_personality,%function",
-                "rust_eh_personality:",
+    macro_rules! hidden_abort {
+        ($jump:literal, $($name:literal),+) => {
+            $(core::arch::global_asm!(
+                concat!(".pushsection .text.", $name, ",\"ax\",%progbits"),
+                concat!(".globl ", $name),
+                concat!(".hidden ", $name),
+                concat!(".type ", $name, ",%function"),
+                concat!($name, ":"),
                 concat!($jump, " {f}"),
-                ".size rust_eh_personality, .-rust_eh_personality",
+                concat!(".size ", $name, ", .-", $name),
                 ".popsection",
                 f = sym personality_abort,
-            );
+            );)+
         };
     }
+    #[cfg(all(not(target_vendor = "apple"), any(target_arch = "x86_64", target_arch = "x86")))]
+    hidden_abort!("jmp", "rust_eh_personality", "_Unwind_Resume");
+    #[cfg(all(not(target_vendor = "apple"), target_arch = "aarch64"))]
+    hidden_abort!("b", "rust_eh_personality", "_Unwind_Resume");
+    #[cfg(all(not(target_vendor = "apple"), target_arch = "arm"))]
+    hidden_abort!(
+        "b",
+        "rust_eh_personality",
+        "_Unwind_Resume",
+        "__aeabi_unwind_cpp_pr0",
+        "__aeabi_unwind_cpp_pr1",
+        "__aeabi_unwind_cpp_pr2"
+    );
+
     #[cfg(target_vendor = "apple")]
     macro_rules! personality {
         ($jump:literal) => {
@@ -209,9 +251,9 @@ mod no_std_runtime {
             );
         };
     }
-    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    #[cfg(all(target_vendor = "apple", any(target_arch = "x86_64", target_arch = "x86")))]
     personality!("jmp");
-    #[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
+    #[cfg(all(target_vendor = "apple", any(target_arch = "aarch64", target_arch = "arm")))]
     personality!("b");
 
     /// A Rust panic inside the library is a bug of ours: say so, with

@@ -122,8 +122,10 @@ pub fn cdylib() -> PathBuf {
     library_dir().join("libwsp_ggml_backend.so")
 }
 
-/// The system libraries our staticlib needs (`rustc --print native-static-libs`).
-pub const NATIVE_STATIC_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+/// The system libraries of the README's static link line: ggml's (libm,
+/// libpthread). Our static library needs only libc, which the compiler adds
+/// (no unwinder, so no `-lgcc_s`: issue 28, tests in staticlib.rs).
+pub const NATIVE_STATIC_LIBS: &[&str] = &["-lm", "-lpthread"];
 
 /// Link flags for every test program, from FFI_LDFLAGS at test time (e.g.
 /// the i686 loader and rpath of the cross toolchain, so that 32-bit

@@ -1,6 +1,8 @@
 //! The static library users link (`scripts/staticlib`'s output) defines the
 //! API and nothing else, so it never interposes a symbol of the program it is
-//! linked into, and two Rust static libraries can share a program.
+//! linked into, and two Rust static libraries can share a program. It and the
+//! shared library need nothing but libc and ggml (issue 28): no unwinder, so
+//! no libgcc_s, and a `-static` link works.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -200,4 +202,252 @@ fn two_renamed_copies_link_into_one_program() {
     let why = err.err().map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default());
     let why = why.expect("two copies of cargo's archive linked, so this test cannot tell the difference");
     assert!(why.contains("multiple definition"), "two copies of cargo's archive failed to link for another reason:\n{why}");
+}
+
+/// What the library may import besides ggml: libc functions (glibc; on
+/// aarch64 `getauxval`, which compiler-builtins' atomics probe), and in the
+/// shared library the weak references of the toolchain's start-up files
+/// (crtbegin: `__cxa_finalize` is glibc's, the rest are optional hooks);
+/// `_GLOBAL_OFFSET_TABLE_` is the linker's (i686 objects). The libm names
+/// appear in archives made with Rust 1.77 (the MSRV): compiler-builtins'
+/// `__divxc3` uses them, and `ld -r` keeps them in the symbol table after
+/// dropping that code (no relocation refers to them).
+const LIBC_IMPORTS: &[&str] = &[
+    "abort",
+    "bcmp",
+    "calloc",
+    "clock_gettime",
+    "free",
+    "getauxval",
+    "getenv",
+    "malloc",
+    "memcmp",
+    "memcpy",
+    "memmove",
+    "memset",
+    "posix_memalign",
+    "realloc",
+    "strlen",
+    "write",
+    "_ITM_deregisterTMCloneTable",
+    "_ITM_registerTMCloneTable",
+    "__cxa_finalize",
+    "__gmon_start__",
+    "_GLOBAL_OFFSET_TABLE_",
+    "fmaxl",
+    "logbl",
+    "scalbnl",
+];
+
+/// The ggml functions the library may import: the ones it does (README,
+/// "imports", kept exact by readme.rs) and the rest of what the original
+/// `ggml-backend.c` imported (FACTS.md).
+const GGML_IMPORTS: &[&str] = &[
+    "wsp_ggml_dup_tensor",
+    "wsp_ggml_free",
+    "wsp_ggml_graph_compute",
+    "wsp_ggml_graph_overhead_custom",
+    "wsp_ggml_graph_plan",
+    "wsp_ggml_init",
+    "wsp_ggml_nbytes",
+    "wsp_ggml_new_graph_custom",
+    "wsp_ggml_op_name",
+    "wsp_ggml_tallocr_alloc",
+    "wsp_ggml_tallocr_free",
+    "wsp_ggml_tallocr_get_buffer",
+    "wsp_ggml_tallocr_is_measure",
+    "wsp_ggml_tallocr_max_size",
+    "wsp_ggml_tallocr_new_from_backend",
+    "wsp_ggml_tallocr_new_from_buffer",
+    "wsp_ggml_tallocr_new_measure_from_backend",
+    "wsp_ggml_tallocr_reset",
+    "wsp_ggml_tensor_overhead",
+    // imported by the original only
+    "wsp_ggml_format_name",
+    "wsp_ggml_gallocr_alloc_graph_n",
+    "wsp_ggml_gallocr_free",
+    "wsp_ggml_gallocr_new",
+    "wsp_ggml_graph_view",
+    "wsp_ggml_hash_find_or_insert",
+    "wsp_ggml_print_backtrace",
+    "wsp_ggml_time_us",
+];
+
+/// The undefined global and weak symbols of an ELF file (every member of an
+/// archive), without symbol versions; `dynamic`: of the dynamic symbol table.
+fn undefined_symbols(path: &Path, dynamic: bool) -> BTreeSet<String> {
+    let o = Command::new(harness::binutil("readelf"))
+        .arg(if dynamic { "--dyn-syms" } else { "--syms" })
+        .arg("-W")
+        .arg(path)
+        .output()
+        .expect("run readelf (binutils)");
+    assert!(o.status.success(), "readelf failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && (f[4] == "GLOBAL" || f[4] == "WEAK") && f[6] == "UND").then(|| f[7].split('@').next().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// The libraries a shared object or program names as needed (DT_NEEDED).
+fn needed_libraries(path: &Path) -> Vec<String> {
+    let o = Command::new(harness::binutil("readelf")).arg("-dW").arg(path).output().expect("run readelf (binutils)");
+    assert!(o.status.success(), "readelf failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1).and_then(|r| r.split(']').next()).map(String::from))
+        .collect()
+}
+
+/// Imports that only an unwinder (libgcc_s, libgcc_eh, libunwind) or a C++
+/// runtime provides. (`__cxa_finalize` is glibc's, called by crtbegin.)
+fn unwinder_imports(imports: &BTreeSet<String>) -> Vec<&String> {
+    imports
+        .iter()
+        .filter(|s| {
+            s.starts_with("_Unwind_")
+                || s.starts_with("__gcc_personality")
+                || s.starts_with("__aeabi_unwind_cpp_pr")
+                || s.starts_with("__gxx_personality")
+                || (s.starts_with("__cxa_") && s.as_str() != "__cxa_finalize")
+        })
+        .collect()
+}
+
+/// Issue 28: the shared library and the shipped archive import libc and
+/// ggml, nothing else: no unwinder (core's and alloc's landing pads call
+/// `_Unwind_Resume`, and on Arm every unwind table entry names an EHABI
+/// personality routine: src/platform.rs resolves them to a hidden abort).
+#[test]
+fn artefacts_import_nothing_but_libc_and_ggml() {
+    let allowed: BTreeSet<&str> = LIBC_IMPORTS.iter().chain(GGML_IMPORTS).copied().collect();
+    for (what, path, dynamic) in [("the shared library", harness::cdylib(), true), ("the shipped archive", harness::staticlib(), false)] {
+        let imports = undefined_symbols(&path, dynamic);
+        assert!(imports.contains("malloc") && imports.contains("wsp_ggml_nbytes"), "{what}: too few imports read: {imports:?}");
+        assert_eq!(unwinder_imports(&imports), Vec::<&String>::new(), "{what} ({}) imports the unwinder", path.display());
+        let other: Vec<&String> = imports.iter().filter(|s| !allowed.contains(s.as_str())).collect();
+        assert!(other.is_empty(), "{what} ({}) imports symbols outside libc and ggml: {other:?}", path.display());
+    }
+    // and the shared library names nothing but libc (and its parts) as needed
+    let needed = needed_libraries(&harness::cdylib());
+    assert!(needed.iter().any(|l| l.starts_with("libc.so")), "no libc among {needed:?}");
+    let other: Vec<&String> =
+        needed.iter().filter(|l| !["libc.so", "libm.so", "libdl.so", "libpthread.so"].iter().any(|p| l.starts_with(p))).collect();
+    assert!(other.is_empty(), "the shared library needs {other:?}");
+}
+
+/// Compile `sources` (from ffi-tests/c) into `out` with the target's C
+/// compiler and `flags`; panics with the compiler's output on failure.
+fn compile(sources: &[&str], out: &Path, flags: &[&str]) {
+    let o = Command::new(env!("FFI_CC"))
+        .args(["-std=c11", "-O1", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror"])
+        .args(sources.iter().map(|s| if Path::new(s).is_absolute() { PathBuf::from(s) } else { harness::c_dir().join(s) }))
+        .arg("-o")
+        .arg(out)
+        .args(flags)
+        .args(harness::extra_ldflags())
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        o.status.success(),
+        "building {} failed:\n{}{}",
+        out.display(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Issue 28: a program linked without libgcc_s (`-nodefaultlibs -lc -ldl`)
+/// dlopens the shared library and uses it. The library used to import
+/// `_Unwind_Resume` without naming libgcc_s as needed, so such a host failed
+/// with `undefined symbol: _Unwind_Resume`; the test shows that a library of
+/// that shape does fail in this host (so the host really has no unwinder).
+#[test]
+fn dlopen_from_a_host_without_libgcc_s() {
+    let dir = harness::out_dir().join("no-libgcc_s");
+    std::fs::create_dir_all(&dir).unwrap();
+    let so = harness::cdylib();
+    // The ggml functions the library imports (it is linked BIND_NOW): stubs
+    // in the host, exported with -rdynamic; the calls made never reach them.
+    let stubs = dir.join("ggml_stubs.c");
+    let mut text = String::from("#include <stdlib.h>\n");
+    for s in undefined_symbols(&so, true).iter().filter(|s| s.starts_with("wsp_ggml_")) {
+        text += &format!("void {s}(void);\nvoid {s}(void) {{ abort(); }}\n");
+    }
+    std::fs::write(&stubs, text).unwrap();
+    let host = dir.join("dlopen_host");
+    let stubs = stubs.to_string_lossy().into_owned();
+    // (no unwind tables: on Arm they would name libgcc's personality routines)
+    let no_unwind = ["-fno-exceptions", "-fno-unwind-tables", "-fno-asynchronous-unwind-tables"];
+    let mut flags = vec!["-rdynamic", "-nodefaultlibs"];
+    flags.extend(no_unwind);
+    flags.extend(["-lc", "-ldl"]);
+    compile(&["dlopen_host.c", &stubs], &host, &flags);
+    let needed = needed_libraries(&host);
+    assert!(!needed.iter().any(|l| l.contains("gcc") || l.contains("unwind")), "the host needs {needed:?}");
+
+    // a library importing _Unwind_Resume does not load in this host
+    let control = dir.join("libunwind_import.so");
+    let mut flags = vec!["-shared", "-fPIC", "-nodefaultlibs", "-Wl,-z,now"];
+    flags.extend(no_unwind);
+    flags.push("-lc");
+    compile(&["unwind_import.c"], &control, &flags);
+    let o = harness::run(&host, &[control.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success() && out.contains("dlopen failed") && out.contains("_Unwind_Resume"),
+        "a library importing _Unwind_Resume loaded in the host, which therefore proves nothing:\n{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // ours does
+    let o = harness::run(&host, &[so.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "dlopen of {} in a host without libgcc_s:\n{out}{}", so.display(), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out, "loaded: backend CPU\n");
+}
+
+/// Issue 28: a fully static program links the shipped archive with the
+/// README's libraries (no `-lgcc_s`, which has no static version: `-static`
+/// used to fail with `cannot find -lgcc_s`) and runs; the linker's trace
+/// shows that nothing in our archive refers to the unwinder. (glibc's own
+/// libc.a does, so the compiler driver's `-static` brings libgcc_eh for it:
+/// that is the C side's, not ours.)
+#[test]
+fn static_link_without_the_unwinder() {
+    let out = harness::out_dir();
+    let exe = out.join("bin").join("ours_extras-static");
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let (alloc, lib, core) = (out.join("libggml_alloc_ours.a"), harness::staticlib(), out.join("libggml_core.a"));
+    let include = format!("-I{}", harness::include_dir().display());
+    let common = format!("-I{}", out.join("common").display());
+    let c = format!("-I{}", harness::c_dir().display());
+    let group = ["-Wl,--start-group", alloc.to_str().unwrap(), lib.to_str().unwrap(), core.to_str().unwrap(), "-Wl,--end-group"];
+    let mut flags = vec!["-static", "-pthread", &include, &common, &c];
+    flags.extend(group);
+    flags.extend(["-lm", "-lpthread"]);
+    let traced = ["_Unwind_Resume", "__gcc_personality_v0", "__aeabi_unwind_cpp_pr0", "__aeabi_unwind_cpp_pr1"];
+    let traces: Vec<String> = traced.iter().map(|t| format!("-Wl,-y,{t}")).collect();
+    flags.extend(traces.iter().map(String::as_str));
+    let o = Command::new(env!("FFI_CC"))
+        .args(["-std=c11", "-O1", "-D_GNU_SOURCE"])
+        .arg(harness::c_dir().join("ours_extras.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(&flags)
+        .args(harness::extra_ldflags())
+        .output()
+        .expect("run the C compiler");
+    let trace = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "a -static link with the shipped archive failed:\n{trace}");
+    let ours: Vec<&str> = trace.lines().filter(|l| l.contains("libwsp_ggml_backend")).collect();
+    assert!(ours.is_empty(), "the shipped archive refers to the unwinder:\n{}", ours.join("\n"));
+    assert!(needed_libraries(&exe).is_empty(), "a -static program with shared libraries: {:?}", needed_libraries(&exe));
+    let r = harness::run(&exe, &[]);
+    assert!(r.status.success(), "the static program failed: {}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("ok aligned cpu buffer base"));
 }
