@@ -20,4 +20,13 @@ fn main() {
         println!("cargo:rustc-cdylib-link-arg=-undefined");
         println!("cargo:rustc-cdylib-link-arg=dynamic_lookup");
     }
+
+    // The shared library's SONAME on Linux: the ABI version, 0 (major
+    // version 0), which programs linked against it record and which
+    // scripts/install provides (libwsp_ggml_backend.so.0 -> .so.0.1.0). Not on
+    // Android: APKs carry only lib*.so files, so a versioned SONAME would
+    // name a file that is never there.
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libwsp_ggml_backend.so.0");
+    }
 }

@@ -58,6 +58,7 @@ fn main() {
     let target = std::env::var("TARGET").unwrap();
     let host = std::env::var("HOST").unwrap();
     println!("cargo:rustc-env=FFI_TARGET={target}");
+    println!("cargo:rustc-env=FFI_HOST={host}");
     // binutils of the target's architecture (Debian's cross packages)
     let prefix = match target.split('-').next().unwrap() {
         _ if target == host => "",

@@ -8,6 +8,16 @@
 
 #include "ggml-backend.h"
 
+// The version of wsp_ggml_backend this header belongs to (Cargo.toml's);
+// wsp_ggml_backend_version() gives the one the program runs with.
+#define WSP_GGML_BACKEND_VERSION_MAJOR 0
+#define WSP_GGML_BACKEND_VERSION_MINOR 1
+#define WSP_GGML_BACKEND_VERSION_PATCH 0
+// MAJOR * 10000 + MINOR * 100 + PATCH, for #if checks
+#define WSP_GGML_BACKEND_VERSION \
+    (WSP_GGML_BACKEND_VERSION_MAJOR * 10000 + WSP_GGML_BACKEND_VERSION_MINOR * 100 + WSP_GGML_BACKEND_VERSION_PATCH)
+#define WSP_GGML_BACKEND_VERSION_STRING "0.1.0"
+
 // Evaluation callback: asked (`ask` = true) whether the caller wants to see
 // a node; then called (`ask` = false) with each wanted node once computed.
 // Returning false from the second call stops the compute.
@@ -55,6 +65,13 @@ typedef bool (*wsp_ggml_backend_eval_callback)(int node_index, struct wsp_ggml_t
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// The version of the library, as text: `"MAJOR.MINOR.PATCH"` (e.g.
+// `"0.1.0"`), a static string (never freed). The version the program was
+// compiled against is `WSP_GGML_BACKEND_VERSION_STRING` (and
+// `WSP_GGML_BACKEND_VERSION`, `MAJOR * 10000 + MINOR * 100 + PATCH`); this
+// function tells which library the program runs with. Any thread, any time.
+WSP_GGML_API const char *wsp_ggml_backend_version(void);
 
 // Set (or clear, with NULL) the evaluation callback of the scheduler.
 //

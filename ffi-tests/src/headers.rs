@@ -38,7 +38,10 @@ fn items_in(root: &Path, file: &str) -> Vec<String> {
     src.lines()
         .filter_map(|l| {
             let l = l.trim_start();
-            l.strip_prefix("pub unsafe extern \"C\" fn ").or_else(|| l.strip_prefix("pub struct ")).or_else(|| l.strip_prefix("pub type "))
+            l.strip_prefix("pub unsafe extern \"C\" fn ")
+                .or_else(|| l.strip_prefix("pub extern \"C\" fn "))
+                .or_else(|| l.strip_prefix("pub struct "))
+                .or_else(|| l.strip_prefix("pub type "))
         })
         .map(|rest| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default().to_string())
         .collect()
@@ -99,6 +102,18 @@ pub fn generate_headers() -> (String, String, String) {
          // Names and semantics follow later upstream ggml where it has the same capability."
             .into(),
     );
+    let (major, minor, patch) = wsp_ggml_backend::ffi::ext::VERSION;
+    extension.after_includes = Some(format!(
+        "\n// The version of wsp_ggml_backend this header belongs to (Cargo.toml's);\n\
+         // wsp_ggml_backend_version() gives the one the program runs with.\n\
+         #define WSP_GGML_BACKEND_VERSION_MAJOR {major}\n\
+         #define WSP_GGML_BACKEND_VERSION_MINOR {minor}\n\
+         #define WSP_GGML_BACKEND_VERSION_PATCH {patch}\n\
+         // MAJOR * 10000 + MINOR * 100 + PATCH, for #if checks\n\
+         #define WSP_GGML_BACKEND_VERSION \\\n    \
+         (WSP_GGML_BACKEND_VERSION_MAJOR * 10000 + WSP_GGML_BACKEND_VERSION_MINOR * 100 + WSP_GGML_BACKEND_VERSION_PATCH)\n\
+         #define WSP_GGML_BACKEND_VERSION_STRING \"{major}.{minor}.{patch}\""
+    ));
     extension.export.exclude.extend(drop_in_items(&root));
     extension.export.include.extend(ext.iter().cloned());
 

@@ -131,15 +131,61 @@ const EXPORTS: &[&str] = &[
     "wsp_ggml_get_backend",
 ];
 
+/// Our additions, declared in ggml-backend-ext.h.
+const EXT_EXPORTS: &[&str] = &[
+    "wsp_ggml_backend_compare_graph_backend",
+    "wsp_ggml_backend_cpu_set_abort_callback",
+    "wsp_ggml_backend_graph_copy",
+    "wsp_ggml_backend_graph_copy_free",
+    "wsp_ggml_backend_sched_get_backend",
+    "wsp_ggml_backend_sched_get_backend_stats",
+    "wsp_ggml_backend_sched_get_buffer_size",
+    "wsp_ggml_backend_sched_get_n_backends",
+    "wsp_ggml_backend_sched_get_n_splits",
+    "wsp_ggml_backend_sched_get_split_stats",
+    "wsp_ggml_backend_sched_get_tensor_backend",
+    "wsp_ggml_backend_sched_reserve",
+    "wsp_ggml_backend_sched_reset",
+    "wsp_ggml_backend_sched_set_eval_callback",
+    "wsp_ggml_backend_version",
+];
+
 #[test]
 fn shared_library_exports_exactly_the_api() {
     let syms = defined_symbols(&harness::cdylib(), true);
-    let unexpected: Vec<&String> =
-        syms.iter().filter(|s| !s.starts_with("wsp_ggml_backend_") && s.as_str() != "wsp_ggml_get_backend").collect();
-    assert!(unexpected.is_empty(), "the .so exports symbols outside the API: {unexpected:?}");
-    for e in EXPORTS {
-        assert!(syms.iter().any(|s| s == e), "the .so does not export {e}");
-    }
+    let mut expected: Vec<String> = EXPORTS.iter().chain(EXT_EXPORTS).map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(syms, expected, "the .so's exports vs the original's 35 functions and our additions");
+}
+
+/// The version macros of ggml-backend-ext.h, the library's
+/// `wsp_ggml_backend_version()` and Cargo.toml's version agree.
+#[test]
+fn version_macros_function_and_cargo_toml_agree() {
+    let toml = std::fs::read_to_string(headers::workspace_root().join("Cargo.toml")).unwrap();
+    let package = &toml[toml.find("[package]").expect("[package]")..];
+    let version = package.lines().find_map(|l| l.strip_prefix("version = \"")).expect("a version").trim_end_matches('"').to_string();
+    let n: Vec<u32> = version.split('.').map(|p| p.parse().expect("a number")).collect();
+    assert_eq!(n.len(), 3, "{version}");
+    assert_eq!(wsp_ggml_backend::ffi::ext::VERSION, (n[0], n[1], n[2]));
+    let dir = harness::out_dir().join("version");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("version.c");
+    std::fs::write(
+        &src,
+        "#include \"ggml-backend-ext.h\"\n#include <stdio.h>\n\
+         #if WSP_GGML_BACKEND_VERSION != WSP_GGML_BACKEND_VERSION_MAJOR * 10000 + WSP_GGML_BACKEND_VERSION_MINOR * 100 + \
+         WSP_GGML_BACKEND_VERSION_PATCH\n#error WSP_GGML_BACKEND_VERSION\n#endif\n\
+         int main(void) {\n    printf(\"%d %d %d %d %s %s\\n\", WSP_GGML_BACKEND_VERSION_MAJOR, WSP_GGML_BACKEND_VERSION_MINOR,\n        \
+         WSP_GGML_BACKEND_VERSION_PATCH, WSP_GGML_BACKEND_VERSION, WSP_GGML_BACKEND_VERSION_STRING, wsp_ggml_backend_version());\n    \
+         return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = harness::build("version", &[src.to_str().unwrap()], Flavour::Ours);
+    let o = harness::run(&exe, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let number = n[0] * 10000 + n[1] * 100 + n[2];
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("{} {} {} {number} {version} {version}\n", n[0], n[1], n[2]));
 }
 
 /// whisper.cpp (C++) compiles against our headers unchanged and links with

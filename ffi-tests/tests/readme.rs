@@ -101,14 +101,29 @@ fn readme_static_link_line_works() {
     run_link_line(&block_after("<!-- link-line:"), "static");
 }
 
+/// README's `ln -sf` that gives the built shared library its SONAME
+/// (Linux), done in the test's library folder.
+fn soname_link() {
+    let ln = "ln -sf libwsp_ggml_backend.so target/release/libwsp_ggml_backend.so.0";
+    assert!(readme().split_whitespace().collect::<Vec<_>>().join(" ").contains(ln), "README no longer says `{ln}`");
+    let so = harness::cdylib();
+    let dir = so.parent().unwrap();
+    // made aside and renamed: another test process may be reading it
+    let tmp = dir.join(format!("libwsp_ggml_backend.so.0.tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink("libwsp_ggml_backend.so", &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("libwsp_ggml_backend.so.0")).unwrap();
+}
+
 #[test]
 fn readme_shared_link_line_works() {
+    soname_link();
     let exe = run_link_line(&block_after("<!-- so-link-line:"), "shared");
-    // and it really used the shared library
+    // and it really used the shared library, by its SONAME
     let o = Command::new("ldd").arg(&exe).env_remove("LD_LIBRARY_PATH").output().unwrap();
     let ldd = String::from_utf8_lossy(&o.stdout);
     let so_dir = harness::cdylib().parent().unwrap().display().to_string();
-    assert!(ldd.lines().any(|l| l.contains("libwsp_ggml_backend.so => ") && l.contains(&so_dir)), "through its rpath:\n{ldd}");
+    assert!(ldd.lines().any(|l| l.contains("libwsp_ggml_backend.so.0 => ") && l.contains(&so_dir)), "through its rpath:\n{ldd}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use crate::prelude::*;
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 
 use super::sched_handle::{sched_ref, wsp_ggml_backend_sched_t};
 use crate::fatal::{fatal, guard};
@@ -14,6 +14,38 @@ use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
 use crate::handle::{wsp_ggml_backend_t, BackendRef, FromC};
 use crate::sched::Sched;
+
+/// The library's version, Cargo.toml's (`major.minor.patch`): what the
+/// header's `WSP_GGML_BACKEND_VERSION_*` macros say (ffi-tests writes them
+/// from these constants when it generates the header). Not part of the C API.
+/// cbindgen:ignore
+#[doc(hidden)]
+pub const VERSION: (u32, u32, u32) =
+    (parse_u32(env!("CARGO_PKG_VERSION_MAJOR")), parse_u32(env!("CARGO_PKG_VERSION_MINOR")), parse_u32(env!("CARGO_PKG_VERSION_PATCH")));
+
+/// A version number cargo gives as text (digits only), at compile time.
+const fn parse_u32(s: &str) -> u32 {
+    let b = s.as_bytes();
+    assert!(!b.is_empty(), "empty version number");
+    let mut v = 0u32;
+    let mut i = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "version number with a non-digit");
+        v = v * 10 + (b[i] - b'0') as u32;
+        i += 1;
+    }
+    v
+}
+
+/// The version of the library, as text: `"MAJOR.MINOR.PATCH"` (e.g.
+/// `"0.1.0"`), a static string (never freed). The version the program was
+/// compiled against is `WSP_GGML_BACKEND_VERSION_STRING` (and
+/// `WSP_GGML_BACKEND_VERSION`, `MAJOR * 10000 + MINOR * 100 + PATCH`); this
+/// function tells which library the program runs with. Any thread, any time.
+#[no_mangle]
+pub extern "C" fn wsp_ggml_backend_version() -> *const c_char {
+    guard("wsp_ggml_backend_version", || concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
+}
 
 /// Evaluation callback: asked (`ask` = true) whether the caller wants to see
 /// a node; then called (`ask` = false) with each wanted node once computed.
