@@ -22,16 +22,47 @@ pub fn check(cond: bool, func: &str, msg: impl FnOnce() -> String) {
     }
 }
 
+// The panic policy: a Rust panic never unwinds out of an export (unwinding
+// into C is undefined behaviour before Rust 1.81, and an abort without a
+// message of ours after). It depends only on the panic strategy, and each
+// strategy has exactly one arm here:
+// - `panic = "abort"` (release, what users link, and dev-abort; nightly's
+//   `-Cpanic=immediate-abort` sets it too): nothing unwinds; the panic
+//   handler (platform.rs, or std's with the `std` feature) prints and
+//   aborts; `guard` just calls the body;
+// - `panic = "unwind"` (the dev profile, and every build cargo makes for
+//   Rust tests and benchmarks whatever the profile's `panic` says, since
+//   the test harness needs unwinding: `cargo test --release` included):
+//   the crate has std (lib.rs) and `guard`, which every export runs its
+//   body in (`entry!`, src/ffi/mod.rs), catches the panic and aborts;
+// - any other strategy, one that no toolchain has today, is a build whose
+//   exports nobody has checked: refused here, rather than compiled with
+//   neither arm.
+// So no configuration compiles in which a panic could unwind into C: the
+// one that unwinds catches, by the same cfg that makes it unwind; a release
+// build with unwinding is the catching flavour, not an escape. Checked: the
+// dev, dev-abort and release profiles build, and so does
+// `CARGO_PROFILE_RELEASE_PANIC=unwind cargo build --release` (std, with the
+// catch); `rustc +nightly -Zunstable-options -Cpanic=immediate-abort
+// --print cfg` prints `panic="abort"` and `panic="immediate-abort"`, so
+// that nightly-only build takes the abort arm.
+#[cfg(not(any(panic = "abort", panic = "unwind")))]
+compile_error!(
+    "wsp_ggml_backend supports panic = \"abort\" (panics abort) and panic = \"unwind\" (its exports catch panics) only: \
+     with another panic strategy nothing guarantees that a panic neither unwinds into C nor aborts without a message"
+);
+
 /// Run `f`, the body of exported function `func`. A Rust panic inside is a
 /// bug of ours and never unwinds into C: where panics abort (every build
 /// users link) the panic handler of platform.rs prints
 /// `wsp_ggml_backend: internal error (Rust panic), aborting: <where and why>`
-/// and aborts; in builds that unwind (Rust test binaries, the `std`
-/// feature) std prints the panic and this guard then stops the process with
-/// the same first words, naming the function.
+/// and aborts; in builds that unwind (the dev profile, Rust test binaries)
+/// std prints the panic and this guard then stops the process with the
+/// same first words, naming the function. Every export runs its body here,
+/// through `entry!` (src/ffi/mod.rs).
 #[inline]
 pub fn guard<R>(func: &str, f: impl FnOnce() -> R) -> R {
-    #[cfg(not(panic = "unwind"))]
+    #[cfg(panic = "abort")]
     {
         let _ = func;
         f()

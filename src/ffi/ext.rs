@@ -9,7 +9,7 @@ use crate::prelude::*;
 use core::ffi::{c_char, c_int, c_void};
 
 use super::sched_handle::{sched_ref, wsp_ggml_backend_sched_t};
-use crate::fatal::{fatal, guard};
+use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
 use crate::handle::{wsp_ggml_backend_t, BackendRef, FromC};
@@ -44,7 +44,7 @@ const fn parse_u32(s: &str) -> u32 {
 /// function tells which library the program runs with. Any thread, any time.
 #[no_mangle]
 pub extern "C" fn wsp_ggml_backend_version() -> *const c_char {
-    guard("wsp_ggml_backend_version", || concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
+    entry!(wsp_ggml_backend_version, || concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
 }
 
 /// Evaluation callback: asked (`ask` = true) whether the caller wants to see
@@ -97,9 +97,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
     callback: wsp_ggml_backend_sched_eval_callback,
     user_data: *mut c_void,
 ) {
-    let func = "wsp_ggml_backend_sched_set_eval_callback";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.set_eval_callback(callback, user_data)))
+    entry!(wsp_ggml_backend_sched_set_eval_callback, |func| unsafe { sched_ref(sched, func) }
+        .with_mut(func, |s| s.set_eval_callback(callback, user_data)))
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).
@@ -108,18 +108,16 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_splits(sched: wsp_ggml_backend_sched_t) -> c_int {
-    let func = "wsp_ggml_backend_sched_get_n_splits";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_splits() as c_int))
+    entry!(wsp_ggml_backend_sched_get_n_splits, |func| unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_splits() as c_int))
 }
 
 /// # Safety
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_backend_sched_t) -> c_int {
-    let func = "wsp_ggml_backend_sched_get_n_backends";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_backends() as c_int))
+    entry!(wsp_ggml_backend_sched_get_n_backends, |func| unsafe { sched_ref(sched, func) }.with_ref(func, |s| s.n_backends() as c_int))
 }
 
 /// The backend at priority index `i` (aborts if out of range).
@@ -128,8 +126,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_n_backends(sched: wsp_ggml_b
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend(sched: wsp_ggml_backend_sched_t, i: c_int) -> wsp_ggml_backend_t {
-    let func = "wsp_ggml_backend_sched_get_backend";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_get_backend, |func| {
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
         let (b, n) =
             unsafe { sched_ref(sched, func) }.with_ref(func, |s| (usize::try_from(i).ok().and_then(|i| s.backend(i)), s.n_backends()));
@@ -146,8 +143,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
     sched: wsp_ggml_backend_sched_t,
     node: *mut wsp_ggml_tensor,
 ) -> wsp_ggml_backend_t {
-    let func = "wsp_ggml_backend_sched_get_tensor_backend";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_get_tensor_backend, |func| {
         // SAFETY: `node` is live for the call (# Safety above).
         let node = unsafe { TensorRef::from_c(node, func, "node") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
@@ -161,8 +157,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_tensor_backend(
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_backend_sched_t, backend: wsp_ggml_backend_t) -> usize {
-    let func = "wsp_ggml_backend_sched_get_buffer_size";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_get_buffer_size, |func| {
         // SAFETY: `backend` is live for the call (# Safety above).
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
@@ -176,9 +171,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_buffer_size(sched: wsp_ggml_
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sched_t) {
-    let func = "wsp_ggml_backend_sched_reset";
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
-    guard(func, || unsafe { sched_ref(sched, func) }.with_mut(func, Sched::reset))
+    entry!(wsp_ggml_backend_sched_reset, |func| unsafe { sched_ref(sched, func) }.with_mut(func, Sched::reset))
 }
 
 /// Measure `graph` and grow (never shrink) the compute buffers so it fits.
@@ -188,8 +182,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reset(sched: wsp_ggml_backend_sc
 /// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_sched_t, graph: *mut wsp_ggml_cgraph) {
-    let func = "wsp_ggml_backend_sched_reserve";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_reserve, |func| {
         // SAFETY: `graph` is live for the call (# Safety above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
@@ -207,8 +200,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_split_stats(
     i_split: c_int,
     stats: *mut wsp_ggml_backend_sched_split_stats,
 ) -> bool {
-    let func = "wsp_ggml_backend_sched_get_split_stats";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_get_split_stats, |func| {
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
@@ -240,8 +232,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_get_backend_stats(
     backend: wsp_ggml_backend_t,
     stats: *mut wsp_ggml_backend_sched_backend_stats,
 ) -> bool {
-    let func = "wsp_ggml_backend_sched_get_backend_stats";
-    guard(func, || {
+    entry!(wsp_ggml_backend_sched_get_backend_stats, |func| {
         if stats.is_null() {
             fatal(func, "argument 'stats' is NULL");
         }
@@ -273,8 +264,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
     abort_callback: Option<unsafe extern "C" fn(data: *mut c_void) -> bool>,
     abort_callback_data: *mut c_void,
 ) {
-    let func = "wsp_ggml_backend_cpu_set_abort_callback";
-    guard(func, || {
+    entry!(wsp_ggml_backend_cpu_set_abort_callback, |func| {
         // SAFETY: `backend_cpu` is live for the call (# Safety above).
         let backend_cpu = unsafe { BackendRef::from_c(backend_cpu, func, "backend_cpu") };
         crate::cpu::set_abort_callback(backend_cpu, abort_callback, abort_callback_data)
@@ -291,8 +281,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
     backend: wsp_ggml_backend_t,
     graph: *mut wsp_ggml_cgraph,
 ) -> wsp_ggml_backend_graph_copy {
-    let func = "wsp_ggml_backend_graph_copy";
-    guard(func, || {
+    entry!(wsp_ggml_backend_graph_copy, |func| {
         // SAFETY: `backend` and `graph` are live for the call (# Safety above).
         let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(graph, func, "graph")) };
         graph_copy::graph_copy(backend, graph)
@@ -303,7 +292,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
 /// `copy` was returned by `wsp_ggml_backend_graph_copy` and is not freed yet.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
-    guard("wsp_ggml_backend_graph_copy_free", || {
+    entry!(wsp_ggml_backend_graph_copy_free, || {
         // SAFETY: a copy made by graph_copy, freed once (# Safety above).
         unsafe { graph_copy::graph_copy_free(copy) }
     })
@@ -322,8 +311,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
     callback: wsp_ggml_backend_eval_callback,
     user_data: *mut c_void,
 ) {
-    let func = "wsp_ggml_backend_compare_graph_backend";
-    guard(func, || {
+    entry!(wsp_ggml_backend_compare_graph_backend, |func| {
         // SAFETY: `backend1` is live for the call (# Safety above).
         let b1 = unsafe { BackendRef::from_c(backend1, func, "backend1") };
         // SAFETY: `backend2` is live for the call (# Safety above).
