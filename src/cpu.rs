@@ -453,4 +453,83 @@ mod tests {
         owned.free();
         cpu.free();
     }
+
+    /// The CPU backend's graph-plan bookkeeping and work buffer, as far as
+    /// Miri reaches without ggml.c: `wsp_ggml_graph_plan` and
+    /// `wsp_ggml_graph_compute` are C (stubbed as unreachable for the unit
+    /// tests, sched/tests.rs), so `graph_plan_create`, `graph_plan_compute`
+    /// and `graph_compute` cannot run here. What they leave behind can: a
+    /// plan as `cpu_graph_plan_create` makes it (the cplan with the
+    /// context's thread count and abort callback, its work data in the
+    /// plan's own buffer, written in full as ggml.c does, a copy of the
+    /// graph) freed through the interface, a NULL plan freed; the scratch
+    /// buffer `cpu_graph_compute` takes out of the context, grows and puts
+    /// back; the other slots of the interface.
+    #[test]
+    fn cpu_graph_plan_bookkeeping_and_work_buffer_without_ggml() {
+        unsafe extern "C" fn stop(_data: *mut c_void) -> bool {
+            true
+        }
+        let cpu = cpu_init();
+        assert_eq!(cpu.alignment(), TENSOR_ALIGNMENT);
+        // SAFETY: get_name returns a static C string.
+        assert_eq!(unsafe { core::ffi::CStr::from_ptr(cpu.name()) }, c"CPU");
+        cpu.synchronize();
+        let mut op = zeroed_tensor();
+        // SAFETY: a local tensor, live for the call.
+        assert!(cpu.supports_op(unsafe { TensorRef::new(&mut op) }.expect("op")));
+
+        let mut flag = 0u8;
+        let data: *mut c_void = ptr::addr_of_mut!(flag).cast();
+        set_n_threads(cpu, 2);
+        set_abort_callback(cpu, Some(stop), data);
+        let ctx = cpu_context(&cpu, "test");
+        assert_eq!(ctx.abort_callback_data.get(), data);
+
+        // a plan as cpu_graph_plan_create leaves it (plan_for's fields)
+        let mut nodes = [ptr::null_mut::<wsp_ggml_tensor>(); 2];
+        // SAFETY: wsp_ggml_cgraph is plain data (integers and raw pointers).
+        let mut cgraph: wsp_ggml_cgraph = unsafe { core::mem::zeroed() };
+        cgraph.size = 2;
+        cgraph.nodes = nodes.as_mut_ptr();
+        let work = AlignedBuf::new(200, "test");
+        let cplan = wsp_ggml_cplan {
+            work_size: 200,
+            work_data: work.as_ptr(),
+            n_threads: ctx.n_threads.get(),
+            abort_callback: ctx.abort_callback.get(),
+            abort_callback_data: ctx.abort_callback_data.get(),
+        };
+        assert_eq!(cplan.n_threads, 2);
+        assert_eq!(cplan.work_data as usize % TENSOR_ALIGNMENT, 0);
+        // SAFETY: the work buffer holds work_size bytes.
+        unsafe { ptr::write_bytes(cplan.work_data, 0xab, cplan.work_size) };
+        let plan = Box::into_raw(Box::new(CpuPlan { cplan, cgraph, _work: work }));
+        // SAFETY: the plan just made; nothing else refers to it.
+        let copy = unsafe { &(*plan).cgraph };
+        assert_eq!((copy.size, copy.nodes), (2, nodes.as_mut_ptr()));
+        cpu.graph_plan_free(plan.cast());
+        cpu.graph_plan_free(ptr::null_mut());
+
+        // the scratch work buffer of graph_compute: taken out, grown only
+        // when too small, put back, freed with the backend
+        let mut work = ctx.work.take();
+        assert!(work.as_ptr().is_null());
+        work.reserve_scratch(100, "test");
+        let first = work.as_ptr();
+        assert_eq!(first as usize % TENSOR_ALIGNMENT, 0);
+        // SAFETY: 100 bytes were reserved.
+        unsafe { ptr::write_bytes(first, 1, 100) };
+        work.reserve_scratch(60, "test");
+        assert_eq!(work.as_ptr(), first);
+        work.reserve_scratch(1000, "test");
+        // SAFETY: 1000 bytes were reserved.
+        unsafe { ptr::write_bytes(work.as_ptr(), 2, 1000) };
+        ctx.work.set(work);
+        assert!(!ctx.computing.get());
+
+        set_abort_callback(cpu, None, ptr::null_mut());
+        assert!(cpu_context(&cpu, "test").abort_callback.get().is_none());
+        cpu.free();
+    }
 }

@@ -161,6 +161,15 @@ pub fn build_against_libs(name: &str, sources: &[&str], libs: &[&Path]) -> PathB
     build_full(name, sources, Flavour::Ours, &[], Some(libs))
 }
 
+/// [`build_with`] and [`build_against_libs`] together: `extra_flags` for
+/// the compile and link, `libs` (when given) in place of our library. The
+/// sanitizer builds (tests/sanitizers.rs) use it, with objects of ggml
+/// compiled with the same flags among `sources` (objects come before the
+/// archives, so they replace the archives' copies).
+pub fn build_custom(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str], libs: Option<&[&Path]>) -> PathBuf {
+    build_full(name, sources, flavour, extra_flags, libs)
+}
+
 fn build_full(name: &str, sources: &[&str], flavour: Flavour, extra_flags: &[&str], libs: Option<&[&Path]>) -> PathBuf {
     let out = out_dir();
     let exe = bin_dir(flavour).join(if libs.is_some() { format!("{name}-custom-lib") } else { name.to_string() });
@@ -238,6 +247,13 @@ pub fn run_shaped(exe: &Path, args: &[&str], shape: &str) -> Output {
     // node assignments and split boundaries are compared too.
     let mut cmd = command(exe);
     cmd.args(args).env("TEST_BACKEND_LOG", "1").env("TEST_BACKEND_SHAPE", shape);
+    output_within(cmd, RUN_LIMIT_S, &format!("{} {args:?} ({shape} test backend)", exe.display()))
+}
+
+/// [`run_shaped`] with extra environment variables (e.g. a sanitizer's options).
+pub fn run_shaped_env(exe: &Path, args: &[&str], shape: &str, env: &[(&str, &str)]) -> Output {
+    let mut cmd = command(exe);
+    cmd.args(args).env("TEST_BACKEND_LOG", "1").env("TEST_BACKEND_SHAPE", shape).envs(env.iter().copied());
     output_within(cmd, RUN_LIMIT_S, &format!("{} {args:?} ({shape} test backend)", exe.display()))
 }
 
