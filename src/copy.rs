@@ -31,7 +31,11 @@ pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
     } else {
         let nbytes = src.nbytes();
         let mut staging = vec![0u8; nbytes];
-        tensor_get(src, staging.as_mut_ptr().cast(), 0, nbytes);
-        tensor_set(dst, staging.as_ptr().cast(), 0, nbytes);
+        // SAFETY: `staging` holds `nbytes` bytes, read and written only here
+        // (each call synchronizes its backend before returning).
+        unsafe {
+            tensor_get(src, staging.as_mut_ptr().cast(), 0, nbytes);
+            tensor_set(dst, staging.as_ptr().cast(), 0, nbytes);
+        }
     }
 }

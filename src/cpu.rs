@@ -282,7 +282,8 @@ unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut
     guard(func, || {
         // SAFETY: the caller's tensors: live for the call (C contract).
         let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
-        tensor_get(src, dst.data(), 0, src.nbytes());
+        // SAFETY: `dst` is host memory holding `nbytes(src)` bytes (# Safety above).
+        unsafe { tensor_get(src, dst.data(), 0, src.nbytes()) };
     })
 }
 
@@ -294,13 +295,14 @@ unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut w
     guard(func, || {
         // SAFETY: the caller's tensors: live for the call (C contract).
         let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
-        tensor_set(dst, src.data(), 0, src.nbytes());
+        // SAFETY: `src` is host memory holding `nbytes(src)` bytes (# Safety above).
+        unsafe { tensor_set(dst, src.data(), 0, src.nbytes()) };
     })
 }
 
-fn plan_for(ctx: &CpuContext, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_cplan {
-    // SAFETY: ggml computes the plan from the caller's graph, which is valid (API contract).
-    let mut cplan = unsafe { ggml::wsp_ggml_graph_plan(cgraph, ctx.n_threads.get()) };
+fn plan_for(ctx: &CpuContext, graph: GraphRef) -> wsp_ggml_cplan {
+    // SAFETY: ggml computes the plan from a live graph (GraphRef invariant).
+    let mut cplan = unsafe { ggml::wsp_ggml_graph_plan(graph.as_ptr(), ctx.n_threads.get()) };
     cplan.abort_callback = ctx.abort_callback.get();
     cplan.abort_callback_data = ctx.abort_callback_data.get();
     cplan
@@ -317,7 +319,7 @@ unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: 
         let ctx = cpu_context(&backend, func);
         // SAFETY: the caller's graph: live for the call (C contract).
         let graph = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
-        let mut cplan = plan_for(ctx, graph.as_ptr());
+        let mut cplan = plan_for(ctx, graph);
         let work = if cplan.work_size > 0 { AlignedBuf::new(cplan.work_size, func) } else { AlignedBuf::empty() };
         cplan.work_data = work.as_ptr();
         // SAFETY: GraphRef is valid; the plan keeps a by-value copy like the original.
@@ -361,7 +363,7 @@ unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut
         // graph: live for the call (C contract).
         let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(cgraph, func, "cgraph")) };
         let ctx = cpu_context(&backend, func);
-        let mut cplan = plan_for(ctx, graph.as_ptr());
+        let mut cplan = plan_for(ctx, graph);
         // (the work buffer is taken out while ggml.c computes with it, and
         // put back after: no call from the abort callback can reach it)
         let mut work = ctx.work.take();
@@ -436,22 +438,29 @@ mod tests {
         // SAFETY: local tensors, live until the end of the test.
         let (ta, tb) = unsafe { (TensorRef::new(&mut a).expect("a"), TensorRef::new(&mut b).expect("b")) };
         let src: Vec<f32> = (0..16).map(|i| i as f32).collect();
-        tensor_set(ta, src.as_ptr().cast(), 0, 64);
         let mut back = vec![0f32; 16];
-        tensor_get(ta, back.as_mut_ptr().cast(), 0, 64);
-        assert_eq!(back, src);
-        tensor_get(ta, back.as_mut_ptr().cast(), 8, 8);
-        assert_eq!(&back[..2], &[2.0, 3.0]);
-        tensor_set(ta, src[10..].as_ptr().cast(), 4, 4);
+        // SAFETY: each call's data holds (at least) its size in bytes.
+        unsafe {
+            tensor_set(ta, src.as_ptr().cast(), 0, 64);
+            tensor_get(ta, back.as_mut_ptr().cast(), 0, 64);
+            assert_eq!(back, src);
+            tensor_get(ta, back.as_mut_ptr().cast(), 8, 8);
+            assert_eq!(&back[..2], &[2.0, 3.0]);
+            tensor_set(ta, src[10..].as_ptr().cast(), 4, 4);
+        }
         crate::copy::tensor_copy(ta, tb);
         // SAFETY: tb's memory is `host`; no reference to it is live.
         let copied = unsafe { core::slice::from_raw_parts(b.data.cast::<f32>(), 16) }.to_vec();
         assert_eq!(copied[..3], [0.0, 10.0, 2.0]);
         assert_eq!(copied[3..], src[3..]);
 
-        over.free();
-        owned.free();
-        cpu.free();
+        // SAFETY: the test's buffers and backend, each freed once, buffers
+        // first; none is used after.
+        unsafe {
+            over.free();
+            owned.free();
+            cpu.free();
+        }
     }
 
     /// The CPU backend's graph-plan bookkeeping and work buffer, as far as
@@ -508,8 +517,12 @@ mod tests {
         // SAFETY: the plan just made; nothing else refers to it.
         let copy = unsafe { &(*plan).cgraph };
         assert_eq!((copy.size, copy.nodes), (2, nodes.as_mut_ptr()));
-        cpu.graph_plan_free(plan.cast());
-        cpu.graph_plan_free(ptr::null_mut());
+        // SAFETY: a plan as cpu_graph_plan_create makes it, freed once; NULL
+        // is accepted.
+        unsafe {
+            cpu.graph_plan_free(plan.cast());
+            cpu.graph_plan_free(ptr::null_mut());
+        }
 
         // the scratch work buffer of graph_compute: taken out, grown only
         // when too small, put back, freed with the backend
@@ -530,6 +543,7 @@ mod tests {
 
         set_abort_callback(cpu, None, ptr::null_mut());
         assert!(cpu_context(&cpu, "test").abort_callback.get().is_none());
-        cpu.free();
+        // SAFETY: the test's backend, freed once, not used after.
+        unsafe { cpu.free() };
     }
 }

@@ -185,7 +185,8 @@ pub unsafe fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
     // SAFETY: NULL or the buffer graph_copy made for this copy, not freed
     // yet (the caller's contract: each copy is freed once).
     if let Some(b) = unsafe { BufferRef::new(copy.buffer) } {
-        b.free();
+        // SAFETY: as above; its tensors are not used afterwards (the caller's contract).
+        unsafe { b.free() };
     }
     // SAFETY: contexts made by graph_copy (NULL is accepted by nobody: checked).
     unsafe {
@@ -208,9 +209,11 @@ fn single_node_view(graph: GraphRef, i: usize) -> wsp_ggml_cgraph {
 /// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on
 /// `backend1`; it is copied to `backend2`, computed node by node on both, and
 /// `callback(i, t1, t2)` sees each non-view node's two results.
-// `user_data` is only handed back to the caller's callback.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn compare_graph_backend(
+///
+/// # Safety
+/// `graph`'s tensors are live and allocated on `backend1`; `callback` is
+/// safe to call with `user_data` (and the two result tensors) during the call.
+pub unsafe fn compare_graph_backend(
     backend1: BackendRef,
     backend2: BackendRef,
     graph: GraphRef,
@@ -226,12 +229,17 @@ pub fn compare_graph_backend(
         let (t1, t2) = (graph.node(i), g2.node(i));
         check(t1.op() == t2.op() && t1.same_layout(t2), func, || format!("node {i} differs in the copy"));
         let (mut v1, mut v2) = (single_node_view(graph, i), single_node_view(g2, i));
-        backend1.graph_compute(&mut v1);
-        backend2.graph_compute(&mut v2);
+        // SAFETY: one-node views of `graph` (its tensors live on `backend1`,
+        // the caller's contract) and of its copy on `backend2`.
+        unsafe {
+            backend1.graph_compute(&mut v1);
+            backend2.graph_compute(&mut v2);
+        }
         if t1.is_view_op() {
             continue;
         }
-        // SAFETY: the caller's callback with the two live result tensors.
+        // SAFETY: the caller's callback with its `user_data` (its contract)
+        // and the two live result tensors.
         if !unsafe { callback(i as i32, t1.as_ptr(), t2.as_ptr(), user_data) } {
             break;
         }

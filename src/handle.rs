@@ -33,10 +33,9 @@ macro_rules! slot {
     };
 }
 
-// The data, graph and plan pointers taken by these methods are forwarded
-// unchanged to the backend's own callbacks, never dereferenced here; their
-// validity is the C API's contract, stated once at the FFI layer.
-#[allow(clippy::not_unsafe_ptr_arg_deref)]
+// The data, graph and plan pointers taken by some of these methods are
+// forwarded unchanged to the backend's own callbacks, which read through
+// them: those methods are `unsafe`, their caller vouching for the pointers.
 impl BackendRef {
     /// The handle on `p`; `None` for NULL.
     ///
@@ -76,9 +75,15 @@ impl BackendRef {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
     /// Calls the backend's own `free`, which releases the struct.
-    pub fn free(self) {
+    ///
+    /// # Safety
+    /// The backend is live and not freed elsewhere; neither this handle nor
+    /// any copy of it is used again (but for `as_ptr` and comparison), nor
+    /// are its buffers.
+    pub unsafe fn free(self) {
         let f = slot!(self, free, "wsp_ggml_backend_free");
-        // SAFETY: the backend's own callback; the handle is not used again.
+        // SAFETY: the backend's own callback; the handle is not used again
+        // (the caller's contract).
         unsafe { f(self.as_ptr()) }
     }
     pub fn alloc_buffer(self, size: usize) -> wsp_ggml_backend_buffer_t {
@@ -91,14 +96,27 @@ impl BackendRef {
         // SAFETY: the backend's own callback.
         unsafe { f(self.as_ptr()) }
     }
-    pub fn set_tensor_async(self, t: TensorRef, data: *const c_void, offset: usize, size: usize) {
+    /// The backend's `set_tensor_async`: `size` bytes from `data` to `t` at `offset`.
+    ///
+    /// # Safety
+    /// `data` is readable for `size` bytes until the backend is synchronized;
+    /// `t` is allocated on this backend with `offset + size <= nbytes(t)`
+    /// (or the backend checks it, as the CPU backend does).
+    pub unsafe fn set_tensor_async(self, t: TensorRef, data: *const c_void, offset: usize, size: usize) {
         let f = slot!(self, set_tensor_async, "wsp_ggml_backend_tensor_set_async");
-        // SAFETY: the backend's own callback; data/offset/size are the caller's.
+        // SAFETY: the backend's own callback; data/offset/size are the
+        // caller's (its contract).
         unsafe { f(self.as_ptr(), t.as_ptr(), data, offset, size) }
     }
-    pub fn get_tensor_async(self, t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
+    /// The backend's `get_tensor_async`: `size` bytes of `t` at `offset` to `data`.
+    ///
+    /// # Safety
+    /// `data` is writable for `size` bytes, and not otherwise accessed, until
+    /// the backend is synchronized; `t` as in [`BackendRef::set_tensor_async`].
+    pub unsafe fn get_tensor_async(self, t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
         let f = slot!(self, get_tensor_async, "wsp_ggml_backend_tensor_get_async");
-        // SAFETY: the backend's own callback; data/offset/size are the caller's.
+        // SAFETY: the backend's own callback; data/offset/size are the
+        // caller's (its contract).
         unsafe { f(self.as_ptr(), t.as_ptr(), data, offset, size) }
     }
     pub fn synchronize(self) {
@@ -106,22 +124,41 @@ impl BackendRef {
         // SAFETY: the backend's own callback.
         unsafe { f(self.as_ptr()) }
     }
-    pub fn graph_plan_create(self, graph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
+    /// The backend's `graph_plan_create`.
+    ///
+    /// # Safety
+    /// `graph` points to a live graph whose tensors are live and allocated
+    /// where this backend can compute them.
+    pub unsafe fn graph_plan_create(self, graph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
         let f = slot!(self, graph_plan_create, "wsp_ggml_backend_graph_plan_create");
         // SAFETY: the backend's own callback on the caller's graph.
         unsafe { f(self.as_ptr(), graph) }
     }
-    pub fn graph_plan_free(self, plan: wsp_ggml_backend_graph_plan_t) {
+    /// The backend's `graph_plan_free`.
+    ///
+    /// # Safety
+    /// `plan` was made by this backend's `graph_plan_create`, is not freed
+    /// elsewhere and is not used again.
+    pub unsafe fn graph_plan_free(self, plan: wsp_ggml_backend_graph_plan_t) {
         let f = slot!(self, graph_plan_free, "wsp_ggml_backend_graph_plan_free");
         // SAFETY: the backend's own callback on a plan it created.
         unsafe { f(self.as_ptr(), plan) }
     }
-    pub fn graph_plan_compute(self, plan: wsp_ggml_backend_graph_plan_t) {
+    /// The backend's `graph_plan_compute`.
+    ///
+    /// # Safety
+    /// `plan` is a live plan made by this backend's `graph_plan_create`,
+    /// whose graph's tensors are still live and allocated.
+    pub unsafe fn graph_plan_compute(self, plan: wsp_ggml_backend_graph_plan_t) {
         let f = slot!(self, graph_plan_compute, "wsp_ggml_backend_graph_plan_compute");
         // SAFETY: the backend's own callback on a plan it created.
         unsafe { f(self.as_ptr(), plan) }
     }
-    pub fn graph_compute(self, graph: *mut wsp_ggml_cgraph) {
+    /// The backend's `graph_compute`.
+    ///
+    /// # Safety
+    /// As [`BackendRef::graph_plan_create`]: `graph` and its tensors are live.
+    pub unsafe fn graph_compute(self, graph: *mut wsp_ggml_cgraph) {
         let f = slot!(self, graph_compute, "wsp_ggml_backend_graph_compute");
         // SAFETY: the backend's own callback on the caller's graph.
         unsafe { f(self.as_ptr(), graph) }
@@ -167,27 +204,45 @@ fn checked_io_backend(t: TensorRef, func: &str) -> BackendRef {
 }
 
 /// `wsp_ggml_backend_tensor_set`: write then synchronize.
-pub fn tensor_set(t: TensorRef, data: *const c_void, offset: usize, size: usize) {
+///
+/// # Safety
+/// `data` is readable for `size` bytes (see [`BackendRef::set_tensor_async`]).
+pub unsafe fn tensor_set(t: TensorRef, data: *const c_void, offset: usize, size: usize) {
     let backend = checked_io_backend(t, "wsp_ggml_backend_tensor_set");
-    backend.set_tensor_async(t, data, offset, size);
+    // SAFETY: `t` is allocated on `backend`; `data` is the caller's (its contract).
+    unsafe { backend.set_tensor_async(t, data, offset, size) };
     backend.synchronize();
 }
 
 /// `wsp_ggml_backend_tensor_get`: read then synchronize.
-pub fn tensor_get(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
+///
+/// # Safety
+/// `data` is writable for `size` bytes (see [`BackendRef::get_tensor_async`]).
+pub unsafe fn tensor_get(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
     let backend = checked_io_backend(t, "wsp_ggml_backend_tensor_get");
-    backend.get_tensor_async(t, data, offset, size);
+    // SAFETY: `t` is allocated on `backend`; `data` is the caller's (its contract).
+    unsafe { backend.get_tensor_async(t, data, offset, size) };
     backend.synchronize();
 }
 
-pub fn tensor_set_async(t: TensorRef, data: *const c_void, offset: usize, size: usize) {
+/// `wsp_ggml_backend_tensor_set_async`.
+///
+/// # Safety
+/// As [`BackendRef::set_tensor_async`] on `t`'s backend.
+pub unsafe fn tensor_set_async(t: TensorRef, data: *const c_void, offset: usize, size: usize) {
     let backend = backend_of(t, "wsp_ggml_backend_tensor_set_async", "tensor");
-    backend.set_tensor_async(t, data, offset, size);
+    // SAFETY: the caller's contract, on `t`'s backend.
+    unsafe { backend.set_tensor_async(t, data, offset, size) };
 }
 
-pub fn tensor_get_async(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
+/// `wsp_ggml_backend_tensor_get_async`.
+///
+/// # Safety
+/// As [`BackendRef::get_tensor_async`] on `t`'s backend.
+pub unsafe fn tensor_get_async(t: TensorRef, data: *mut c_void, offset: usize, size: usize) {
     let backend = backend_of(t, "wsp_ggml_backend_tensor_get_async", "tensor");
-    backend.get_tensor_async(t, data, offset, size);
+    // SAFETY: the caller's contract, on `t`'s backend.
+    unsafe { backend.get_tensor_async(t, data, offset, size) };
 }
 
 // --- buffers ------------------------------------------------------------
@@ -258,7 +313,12 @@ impl BufferRef {
     }
 
     /// Calls `free_buffer` (optional) and releases the struct.
-    pub fn free(self) {
+    ///
+    /// # Safety
+    /// The buffer is live and not freed elsewhere; neither this handle nor
+    /// any copy of it is used again (but for `as_ptr` and comparison), nor
+    /// are the tensors in it.
+    pub unsafe fn free(self) {
         if let Some(f) = self.iface().free_buffer {
             // SAFETY: the buffer's own free callback, called once, on its buffer.
             unsafe { f(self.as_ptr()) };

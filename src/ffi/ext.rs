@@ -319,6 +319,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
         // SAFETY: `graph` is live for the call (# Safety above).
         let g = unsafe { GraphRef::from_c(graph, func, "graph") };
         let cb = callback.unwrap_or_else(|| fatal(func, "argument 'callback' is NULL"));
-        graph_copy::compare_graph_backend(b1, b2, g, cb, user_data)
+        // SAFETY: the graph is allocated on `backend1`; `callback` is safe to
+        // call with `user_data` (# Safety above).
+        unsafe { graph_copy::compare_graph_backend(b1, b2, g, cb, user_data) }
     })
 }

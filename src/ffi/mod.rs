@@ -94,7 +94,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_b
     entry!(wsp_ggml_backend_buffer_free, || {
         // SAFETY: `buffer` is NULL or live for the call (# Safety above).
         if let Some(b) = unsafe { BufferRef::from_c_opt(buffer) } {
-            b.free()
+            // SAFETY: a live buffer the caller hands over to be freed, not used again.
+            unsafe { b.free() }
         }
     })
 }
@@ -189,7 +190,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     entry!(wsp_ggml_backend_free, || {
         // SAFETY: `backend` is NULL or live for the call (# Safety above).
         if let Some(b) = unsafe { BackendRef::from_c_opt(backend) } {
-            b.free()
+            // SAFETY: a live backend the caller hands over to be freed, not used again.
+            unsafe { b.free() }
         }
     })
 }
@@ -217,7 +219,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_set_async(tensor: *mut wsp_ggml
     entry!(wsp_ggml_backend_tensor_set_async, |func| {
         // SAFETY: `tensor` is live for the call (# Safety above).
         let tensor = unsafe { TensorRef::from_c(tensor, func, "tensor") };
-        handle::tensor_set_async(tensor, data, offset, size)
+        // SAFETY: `data` points to `size` readable bytes (# Safety above).
+        unsafe { handle::tensor_set_async(tensor, data, offset, size) }
     })
 }
 
@@ -228,7 +231,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_gg
     entry!(wsp_ggml_backend_tensor_get_async, |func| {
         // SAFETY: `tensor` is live for the call (# Safety above).
         let tensor = unsafe { TensorRef::from_c(tensor, func, "tensor") };
-        handle::tensor_get_async(tensor, data, offset, size)
+        // SAFETY: `data` points to `size` writable bytes (# Safety above).
+        unsafe { handle::tensor_get_async(tensor, data, offset, size) }
     })
 }
 
@@ -236,16 +240,18 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_get_async(tensor: *const wsp_gg
 /// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_set(tensor: *mut wsp_ggml_tensor, data: *const c_void, offset: usize, size: usize) {
-    // SAFETY: `tensor` is live for the call (# Safety above).
-    entry!(wsp_ggml_backend_tensor_set, |func| handle::tensor_set(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    // SAFETY: `tensor` is live for the call and `data` points to `size`
+    // readable bytes (# Safety above).
+    entry!(wsp_ggml_backend_tensor_set, |func| unsafe { handle::tensor_set(TensorRef::from_c(tensor, func, "tensor"), data, offset, size) })
 }
 
 /// # Safety
 /// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_tensor_get(tensor: *const wsp_ggml_tensor, data: *mut c_void, offset: usize, size: usize) {
-    // SAFETY: `tensor` is live for the call (# Safety above).
-    entry!(wsp_ggml_backend_tensor_get, |func| handle::tensor_get(unsafe { TensorRef::from_c(tensor, func, "tensor") }, data, offset, size))
+    // SAFETY: `tensor` is live for the call and `data` points to `size`
+    // writable bytes (# Safety above).
+    entry!(wsp_ggml_backend_tensor_get, |func| unsafe { handle::tensor_get(TensorRef::from_c(tensor, func, "tensor"), data, offset, size) })
 }
 
 /// # Safety
@@ -266,8 +272,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
     entry!(wsp_ggml_backend_graph_plan_create, |func| {
         // SAFETY: `cgraph` is live for the call (# Safety above).
         let g = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
-        // SAFETY: `backend` is live for the call (# Safety above).
-        unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_create(g.as_ptr())
+        // SAFETY: `backend` and the graph with its tensors are live for the call (# Safety above).
+        unsafe { BackendRef::from_c(backend, func, "backend").graph_plan_create(g.as_ptr()) }
     })
 }
 
@@ -275,16 +281,16 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_create(
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_free(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
-    // SAFETY: `backend` is live for the call (# Safety above).
-    entry!(wsp_ggml_backend_graph_plan_free, |func| unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_free(plan))
+    // SAFETY: `backend` is live for the call; `plan` is its own, not freed (# Safety above).
+    entry!(wsp_ggml_backend_graph_plan_free, |func| unsafe { BackendRef::from_c(backend, func, "backend").graph_plan_free(plan) })
 }
 
 /// # Safety
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_plan_compute(backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
-    // SAFETY: `backend` is live for the call (# Safety above).
-    entry!(wsp_ggml_backend_graph_plan_compute, |func| unsafe { BackendRef::from_c(backend, func, "backend") }.graph_plan_compute(plan))
+    // SAFETY: `backend` is live for the call; `plan` is its own, not freed (# Safety above).
+    entry!(wsp_ggml_backend_graph_plan_compute, |func| unsafe { BackendRef::from_c(backend, func, "backend").graph_plan_compute(plan) })
 }
 
 /// # Safety
@@ -294,8 +300,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_compute(backend: wsp_ggml_backen
     entry!(wsp_ggml_backend_graph_compute, |func| {
         // SAFETY: `cgraph` is live for the call (# Safety above).
         let g = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
-        // SAFETY: `backend` is live for the call (# Safety above).
-        unsafe { BackendRef::from_c(backend, func, "backend") }.graph_compute(g.as_ptr())
+        // SAFETY: `backend` and the graph with its tensors are live for the call (# Safety above).
+        unsafe { BackendRef::from_c(backend, func, "backend").graph_compute(g.as_ptr()) }
     })
 }
 

@@ -95,7 +95,10 @@ pub(super) fn make_split(st: &mut State, inputs: &PlanInputs<'_>, graph: GraphRe
     let lenient = {
         let (keys, slots) = st.table.parts_mut();
         let mut p = Planner {
-            probe: Probe::new(keys, inputs.backends, inputs.accepts_all, &mut st.reuse),
+            // SAFETY: the keys were just registered from `graph` (tensors of
+            // the graph being split, live for the call: C contract), and the
+            // probe lives only for this planning.
+            probe: unsafe { Probe::new(keys, inputs.backends, inputs.accepts_all, &mut st.reuse) },
             slots,
             graph: &st.graph,
             plan: &mut st.plan,

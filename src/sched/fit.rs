@@ -38,7 +38,8 @@ impl Sched {
         let base_ptr = buffer.base();
         let base = base_ptr as usize;
         let align = buffer.alignment().max(1);
-        let free = tallocr::tallocr_free_blocks(talloc).unwrap_or_else(|| {
+        // SAFETY: our live allocator, not written during the read.
+        let free = unsafe { tallocr::tallocr_free_blocks(talloc) }.unwrap_or_else(|| {
             // Another ggml-alloc: after what the graph shows is in use.
             let start = self.occupied_by_inputs(buffer);
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
@@ -154,7 +155,8 @@ impl Sched {
         if made_here {
             // made by this compute's previous growth, never handed out,
             // nothing placed in it (plans are applied only when they fit)
-            self.free_talloc(old);
+            // SAFETY: our live allocator, just replaced, so not used again.
+            unsafe { self.free_talloc(old) };
         } else {
             self.retired.push(old);
         }
@@ -163,13 +165,19 @@ impl Sched {
     }
 
     /// Free one of our allocators, and its buffer if growth allocated it.
-    pub(super) fn free_talloc(&mut self, t: wsp_ggml_tallocr_t) {
-        // SAFETY: our live allocator.
+    ///
+    /// # Safety
+    /// `t` is a live allocator this scheduler made, not freed elsewhere and
+    /// not used again (nor is any tensor placed in its buffer).
+    pub(super) unsafe fn free_talloc(&mut self, t: wsp_ggml_tallocr_t) {
+        // SAFETY: our live allocator (the caller's contract).
         let buffer = unsafe { ggml::wsp_ggml_tallocr_get_buffer(t) };
         // SAFETY: as above; freed once, here.
         unsafe { ggml::wsp_ggml_tallocr_free(t) };
         if let Some(k) = self.grown_buffers.iter().position(|b| b.as_ptr() == buffer) {
-            self.grown_buffers.swap_remove(k).free();
+            // SAFETY: a buffer growth allocated for `t` alone, removed from
+            // grown_buffers, so freed once; its allocator is gone.
+            unsafe { self.grown_buffers.swap_remove(k).free() };
         }
     }
 
@@ -186,7 +194,8 @@ impl Sched {
         };
         // Exact: where the allocator's last free block starts, if it
         // reaches the end of the buffer (else all of it is in use).
-        if let Some(blocks) = tallocr::tallocr_free_blocks(talloc) {
+        // SAFETY: our live allocator, not written during the read.
+        if let Some(blocks) = unsafe { tallocr::tallocr_free_blocks(talloc) } {
             return match blocks.last() {
                 Some(&(offset, size)) if offset + size == buffer.size() => offset,
                 _ => buffer.size(),
@@ -221,7 +230,9 @@ impl Sched {
     /// Free the allocators that growth replaced.
     pub(super) fn free_retired(&mut self) {
         for t in core::mem::take(&mut self.retired) {
-            self.free_talloc(t);
+            // SAFETY: a live allocator of ours that growth replaced, taken
+            // out of `retired`, so freed once.
+            unsafe { self.free_talloc(t) };
         }
     }
 }

@@ -428,32 +428,30 @@ impl Galloc {
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
         for i in unheld {
-            let v = self.tensor(table, i as u32).get().view_src;
+            let v = self.tensor(table, i as u32).view_src().expect("a view (its view_src is not NULL)");
             self.slots[i].vsrc = Some(SlotId::new(self.id_of(table, v)));
         }
     }
 
     /// The id of a tensor: its table slot, or an extra id (no backend) if
     /// the table does not hold it.
-    fn id_of(&mut self, table: &Table, t: *mut wsp_ggml_tensor) -> u32 {
-        if let Some(slot) = table.find(t) {
+    fn id_of(&mut self, table: &Table, t: TensorRef) -> u32 {
+        let p = t.as_ptr();
+        if let Some(slot) = table.find(p) {
             return slot;
         }
-        if let Some(id) = self.extra.get(t as usize as u64) {
+        if let Some(id) = self.extra.get(p as usize as u64) {
             return id;
         }
         let id = (table.size() + self.extras.len()) as u32;
-        self.extra.insert(t as usize as u64, id);
-        self.extras.push(t);
-        let (data, buffer, view_src) = {
-            // SAFETY: a source or view source of a tensor of the graph: live
-            // for the call (C contract).
-            let g = unsafe { TensorRef::new(t) }.expect("not NULL");
-            let g = g.get();
-            (g.data as usize, g.buffer, g.view_src)
+        self.extra.insert(p as usize as u64, id);
+        self.extras.push(p);
+        let (data, buffer) = {
+            let g = t.get();
+            (g.data as usize, g.buffer)
         };
         self.slots.push(Slot { data, buffer, ..Slot::EMPTY });
-        if !view_src.is_null() {
+        if let Some(view_src) = t.view_src() {
             let v = self.id_of(table, view_src);
             self.slots[id as usize].vsrc = Some(SlotId::new(v));
         }
@@ -518,7 +516,7 @@ impl Galloc {
             let srcs = match srcs {
                 Some(s) => s,
                 None => {
-                    own = t.srcs().map(|(_, s)| self.id_of(table, s.as_ptr())).collect::<Vec<u32>>();
+                    own = t.srcs().map(|(_, s)| self.id_of(table, s)).collect::<Vec<u32>>();
                     keep = false;
                     &own
                 }

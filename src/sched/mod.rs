@@ -166,7 +166,8 @@ impl Sched {
                 if size == self.per[i].buffer_size {
                     continue; // the same buffer again
                 }
-                self.free_talloc(old);
+                // SAFETY: our live allocator, replaced just below.
+                unsafe { self.free_talloc(old) };
             }
             // Exactly the measured size, as the original (programs print
             // it); the first compute checks the fit (fit.rs).
@@ -282,10 +283,14 @@ impl Sched {
         let mut view = self.st.split_graphs[k];
         match self.eval_callback {
             None => {
-                backend.graph_compute(&mut view);
+                // SAFETY: the split's view into the graph being computed,
+                // whose tensors are live and allocated (C contract, planned).
+                unsafe { backend.graph_compute(&mut view) };
                 true
             }
-            Some((cb, user_data)) => compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void),
+            // SAFETY: as above; `user_data` is the one the caller set with
+            // its callback.
+            Some((cb, user_data)) => unsafe { compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void) },
         }
     }
 
@@ -324,7 +329,9 @@ impl Sched {
             check(!input.data().is_null(), func, || {
                 format!("split input '{}' has no memory (no buffer, no data, not a view)", input.name_lossy())
             });
-            crate::handle::tensor_set(copy, input.data(), 0, input.nbytes());
+            // SAFETY: `input` is a live tensor whose non-NULL data holds its
+            // `nbytes` (C contract on the graph's tensors).
+            unsafe { crate::handle::tensor_set(copy, input.data(), 0, input.nbytes()) };
             return input.nbytes();
         }
         check(tensor_backend(input) != Some(copy_backend), func, || {
@@ -404,7 +411,8 @@ impl Drop for Sched {
         // (the graph's sources are given back when the patches drop)
         self.free_retired();
         for p in core::mem::take(&mut self.per) {
-            self.free_talloc(p.talloc);
+            // SAFETY: our live allocators, taken out of `per`, so freed once.
+            unsafe { self.free_talloc(p.talloc) };
         }
     }
 }
@@ -412,10 +420,15 @@ impl Drop for Sched {
 /// Upstream's evaluation-callback protocol for one split (`view`): ask about each
 /// node, compute in batches that end at an asked node, synchronise, then
 /// show it. Returns false when the callback asked to stop.
-fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
+///
+/// # Safety
+/// `view` is a view into a live graph (its `nodes`, and `grads` if not
+/// NULL, hold `n_nodes` entries) whose tensors are live and allocated on
+/// `backend`; `cb` is safe to call with `user_data`.
+unsafe fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
     let n = view.n_nodes.max(0) as usize;
     let node_at = |j: usize| -> *mut wsp_ggml_tensor {
-        // SAFETY: j < n_nodes of the split's view into the caller's graph.
+        // SAFETY: j < n_nodes of the view's node array (the caller's contract).
         unsafe { *view.nodes.add(j) }
     };
     let mut j0 = 0;
@@ -436,7 +449,8 @@ fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback
         }
         batch.n_nodes = (j1 + 1 - j0) as i32;
         batch.size = batch.n_nodes;
-        backend.graph_compute(&mut batch);
+        // SAFETY: a slice of `view`'s nodes (the caller's contract).
+        unsafe { backend.graph_compute(&mut batch) };
         backend.synchronize_if_any();
         // SAFETY: as above.
         if need && !unsafe { cb(node_at(j1), false, user_data) } {

@@ -32,13 +32,21 @@ impl<'a> Probe<'a> {
     /// A probe over a split's table keys (the tensors of its slots), the
     /// scheduler's backends and whether each accepts every op, recording
     /// into `record`.
-    pub fn new(keys: &'a [*mut wsp_ggml_tensor], backends: &'a [BackendRef], accepts_all: &'a [bool], record: &'a mut Record) -> Self {
+    ///
+    /// # Safety
+    /// Every key is NULL (an unregistered slot, never asked about) or a
+    /// tensor that stays live for as long as the probe is used.
+    pub unsafe fn new(
+        keys: &'a [*mut wsp_ggml_tensor],
+        backends: &'a [BackendRef],
+        accepts_all: &'a [bool],
+        record: &'a mut Record,
+    ) -> Self {
         Probe { keys, backends, accepts_all, record }
     }
 
     fn tensor(&self, slot: u32) -> TensorRef {
-        // SAFETY: a registered slot's key is a tensor of the graph being
-        // split (or an input copy of ours), live for the call (C contract).
+        // SAFETY: a registered slot's key is a live tensor (`new`'s contract).
         unsafe { TensorRef::new(self.keys[slot as usize]) }.expect("a registered slot")
     }
 

@@ -20,8 +20,12 @@ use crate::handle::BufferRef;
 /// ggml-alloc): the caller then falls back to what it can see without it.
 /// With `WSP_GGML_SCHED_DEBUG` set, a mismatch is reported on stderr with
 /// the first field that did not validate.
-pub fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
-    match read_tallocr(talloc) {
+///
+/// # Safety
+/// As [`read_tallocr`].
+pub unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
+    // SAFETY: the caller's contract.
+    match unsafe { read_tallocr(talloc) } {
         Ok(blocks) => Some(blocks),
         Err(field) => {
             if crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG") {
@@ -60,19 +64,23 @@ pub(crate) enum TallocrMismatch {
 /// allocator's one block is SIZE_MAX/2 long), sorted and apart; then past
 /// the blocks, `max_size` and `measure` equal what the public calls say.
 /// Returns the free blocks as (offset from the base, size).
-pub(crate) fn read_tallocr(talloc: wsp_ggml_tallocr_t) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
+///
+/// # Safety
+/// `talloc` is NULL or a live ggml-alloc allocator (of whichever ggml-alloc:
+/// only fields that validate are trusted), not written during the call.
+pub(crate) unsafe fn read_tallocr(talloc: wsp_ggml_tallocr_t) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
     if talloc.is_null() {
         return Err(TallocrMismatch::Allocator);
     }
-    // SAFETY: a live allocator; the public calls only read it.
+    // SAFETY: a live allocator (the caller's contract); the public calls only read it.
     let (buffer, measure, max_size) =
         unsafe { (wsp_ggml_tallocr_get_buffer(talloc), wsp_ggml_tallocr_is_measure(talloc), wsp_ggml_tallocr_max_size(talloc)) };
     // SAFETY: an allocator's buffer is NULL or live as long as the allocator.
     let buffer = unsafe { BufferRef::new(buffer) }.ok_or(TallocrMismatch::Allocator)?;
     // SAFETY: `talloc` is ggml-alloc's allocator struct, live for this call
-    // and not written meanwhile (the scheduler's caller does not allocate
-    // during its calls); whichever ggml-alloc made it, its struct starts
-    // with the buffer pointer and a bool at least.
+    // and not written meanwhile (the caller's contract); whichever
+    // ggml-alloc made it, its struct starts with the buffer pointer and a
+    // bool at least.
     unsafe { read_tallocr_head(talloc.cast(), buffer, measure, max_size) }
 }
 
@@ -203,7 +211,8 @@ mod tests {
 
     impl Drop for Fixture {
         fn drop(&mut self) {
-            self.buffer.free();
+            // SAFETY: the fixture's own buffer, freed once, here.
+            unsafe { self.buffer.free() };
         }
     }
 
