@@ -237,6 +237,27 @@ pub fn command(exe: &Path) -> Command {
 /// graph_plan_*, copy slots set, plain buffers).
 pub const SHAPES: [&str; 3] = ["full", "cuda", "metal"];
 
+/// The configurations `sched_gpt2.c` runs in (NGL, weight type, layers,
+/// own lm_head): every NGL of a 4-layer model in f32, the example's split
+/// points in f16 and q4_0, a model with its own head, 12 layers.
+pub const GPT2_CASES: &[&[&str]] = &[
+    &["0", "f32"],
+    &["1", "f32"],
+    &["2", "f32"],
+    &["3", "f32"],
+    &["4", "f32"],
+    &["5", "f32"],
+    &["1", "f16"],
+    &["2", "f16"],
+    &["4", "f16"],
+    &["5", "f16"],
+    &["2", "q4_0"],
+    &["5", "q4_0"],
+    &["3", "f32", "4", "1"],
+    &["6", "f16", "12"],
+    &["13", "f32", "12", "1"],
+];
+
 pub fn run(exe: &Path, args: &[&str]) -> Output {
     run_shaped(exe, args, "full")
 }

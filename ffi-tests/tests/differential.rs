@@ -2,7 +2,7 @@
 //! ggml-backend.c and with our library, and must print the same bytes
 //! (see ffi_tests::harness for the `~le` / `~ ` line conventions).
 
-use ffi_tests::harness::{differential, differential_cases, SHAPES};
+use ffi_tests::harness::{differential, differential_cases, GPT2_CASES, SHAPES};
 
 const TB: &[&str] = &["test_backend.c"];
 
@@ -115,23 +115,6 @@ fn sched_places_every_tensor_where_ggml_alloc_does() {
 /// logits bytes and compute buffer sizes equal the original's.
 #[test]
 fn sched_gpt2_shaped_client_over_real_slot_patterns() {
-    let cases: &[&[&str]] = &[
-        &["0", "f32"],
-        &["1", "f32"],
-        &["2", "f32"],
-        &["3", "f32"],
-        &["4", "f32"],
-        &["5", "f32"],
-        &["1", "f16"],
-        &["2", "f16"],
-        &["4", "f16"],
-        &["5", "f16"],
-        &["2", "q4_0"],
-        &["5", "q4_0"],
-        &["3", "f32", "4", "1"],
-        &["6", "f16", "12"],
-        &["13", "f32", "12", "1"],
-    ];
-    let out = differential_cases("sched_gpt2.c", TB, cases, &SHAPES);
+    let out = differential_cases("sched_gpt2.c", TB, GPT2_CASES, &SHAPES);
     assert!(out.lines().any(|l| l.starts_with("step 35 n_past 42 token ")), "{out}");
 }

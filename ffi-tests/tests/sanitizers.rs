@@ -305,24 +305,7 @@ fn asan_programs_without_the_test_backend() {
 #[test]
 fn asan_sched_gpt2() {
     host_only!();
-    let cases: &[&[&str]] = &[
-        &["0", "f32"],
-        &["1", "f32"],
-        &["2", "f32"],
-        &["3", "f32"],
-        &["4", "f32"],
-        &["5", "f32"],
-        &["1", "f16"],
-        &["2", "f16"],
-        &["4", "f16"],
-        &["5", "f16"],
-        &["2", "q4_0"],
-        &["5", "q4_0"],
-        &["3", "f32", "4", "1"],
-        &["6", "f16", "12"],
-        &["13", "f32", "12", "1"],
-    ];
-    assert_none(asan_runs(&build_asan("sched_gpt2.c", true), cases, &SHAPES, Expect::Success));
+    assert_none(asan_runs(&build_asan("sched_gpt2.c", true), harness::GPT2_CASES, &SHAPES, Expect::Success));
 }
 
 /// sched.rs's programs: beyond the original's limits, the threaded ones,
