@@ -539,7 +539,10 @@ impl Planner<'_> {
     /// its consumer, while its owner has another) runs where that memory is;
     /// its consumers then get copies (the original initialised it in the
     /// wrong backend's buffer, or asserted). The moves are over: a backend
-    /// that rejects the node it must take is an error.
+    /// that rejects the node it must take is an error, except while
+    /// measuring: the memory got its backend only from pass 3, so, as in
+    /// `check_assigned_by_pass3`, the node is sized where the original
+    /// measured it, and a compute decides again with the memory allocated.
     fn follow_memory_placed_by_pass3(&mut self, func: &str) {
         for i in 0..self.graph.nodes.len() {
             let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
@@ -549,6 +552,10 @@ impl Planner<'_> {
                 continue;
             };
             if self.view_op(slot) || self.supports(b, slot) {
+                continue;
+            }
+            if self.measuring {
+                self.lenient = true;
                 continue;
             }
             let (node, op) = self.node_names(i);
