@@ -10,7 +10,7 @@ use crate::fatal::{check, fatal, guard};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{
     buffer_init, cpu_buffer_iface, fn_addr, tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_buffer_t,
-    wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef, BufferRef, FromC, TENSOR_ALIGNMENT,
+    wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef, FromC, OwnedBackend, OwnedBuffer, TENSOR_ALIGNMENT,
 };
 
 /// A 64-byte aligned host allocation from `posix_memalign`, freed on drop.
@@ -119,7 +119,7 @@ fn cpu_backend_iface() -> wsp_ggml_backend_i {
 }
 
 /// `wsp_ggml_backend_cpu_init`.
-pub fn cpu_init() -> BackendRef {
+pub fn cpu_init() -> OwnedBackend {
     let ctx = Box::new(CpuContext {
         n_threads: Cell::new(ggml::WSP_GGML_DEFAULT_N_THREADS),
         work: Cell::new(AlignedBuf::empty()),
@@ -128,8 +128,8 @@ pub fn cpu_init() -> BackendRef {
         computing: Cell::new(false),
     });
     let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
-    // SAFETY: our own heap backend, freed only by its `free` (cpu_free).
-    unsafe { BackendRef::new(Box::into_raw(backend)) }.expect("Box is never NULL")
+    // SAFETY: our own heap backend, ours alone, released by its `free` slot (cpu_free).
+    unsafe { OwnedBackend::from_raw(Box::into_raw(backend)) }.expect("Box is never NULL")
 }
 
 pub fn is_cpu(backend: BackendRef) -> bool {
@@ -163,7 +163,7 @@ pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
 }
 
 /// `wsp_ggml_backend_cpu_buffer_from_ptr`: `backend` may be NULL (ggml-alloc.c passes NULL).
-pub fn buffer_from_ptr(backend: Option<BackendRef>, data: *mut c_void, size: usize) -> BufferRef {
+pub fn buffer_from_ptr(backend: Option<BackendRef>, data: *mut c_void, size: usize) -> OwnedBuffer {
     buffer_init(backend, cpu_buffer_iface(true), data, size)
 }
 
@@ -213,7 +213,7 @@ unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) 
         // SAFETY: the backend this callback was called on: live for the call.
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         let data = AlignedBuf::new(total, func).into_raw();
-        buffer_init(Some(backend), cpu_buffer_iface(false), data.cast(), total).as_ptr()
+        buffer_init(Some(backend), cpu_buffer_iface(false), data.cast(), total).into_raw()
     })
 }
 
@@ -401,7 +401,7 @@ mod tests {
 
     /// A [16] f32 tensor at `data` in `buffer` (the tests' stub of
     /// wsp_ggml_nbytes, sched/tests.rs, gives 64 bytes).
-    fn tensor_in(buffer: BufferRef, data: *mut c_void) -> wsp_ggml_tensor {
+    fn tensor_in(buffer: crate::handle::BufferRef, data: *mut c_void) -> wsp_ggml_tensor {
         let mut t = zeroed_tensor();
         t.ne = [16, 1, 1, 1];
         t.nb = [4, 64, 64, 64];
@@ -416,12 +416,14 @@ mod tests {
     /// offsets, a copy between CPU tensors, the context's settings, frees.
     #[test]
     fn cpu_buffers_and_tensor_io_through_the_interface() {
-        let cpu = cpu_init();
+        let cpu_owner = cpu_init();
+        let cpu = cpu_owner.get();
         assert!(is_cpu(cpu));
         set_n_threads(cpu, 3);
         assert_eq!(cpu_context(&cpu, "test").n_threads.get(), 3);
-        // SAFETY: made by the CPU backend just now; freed below.
-        let owned = unsafe { BufferRef::new(cpu.alloc_buffer(128)) }.expect("a buffer");
+        // SAFETY: made by the CPU backend just now, ours alone.
+        let owned_buffer = unsafe { OwnedBuffer::from_raw(cpu.alloc_buffer(128)) }.expect("a buffer");
+        let owned = owned_buffer.get();
         assert!(is_cpu_buffer(owned));
         assert_eq!(owned.backend(), Some(cpu));
         assert_eq!(owned.size(), 128 + TENSOR_ALIGNMENT);
@@ -429,7 +431,8 @@ mod tests {
         assert_eq!(base as usize % TENSOR_ALIGNMENT, 0);
 
         let mut host = vec![0f32; 16];
-        let over = buffer_from_ptr(Some(cpu), host.as_mut_ptr().cast(), 64);
+        let over_buffer = buffer_from_ptr(Some(cpu), host.as_mut_ptr().cast(), 64);
+        let over = over_buffer.get();
         assert!(is_cpu_buffer(over));
         assert_eq!(over.base(), host.as_mut_ptr().cast());
 
@@ -454,13 +457,10 @@ mod tests {
         assert_eq!(copied[..3], [0.0, 10.0, 2.0]);
         assert_eq!(copied[3..], src[3..]);
 
-        // SAFETY: the test's buffers and backend, each freed once, buffers
-        // first; none is used after.
-        unsafe {
-            over.free();
-            owned.free();
-            cpu.free();
-        }
+        // (the borrows end here: the owners free each once, buffers first)
+        over_buffer.free();
+        owned_buffer.free();
+        cpu_owner.free();
     }
 
     /// The CPU backend's graph-plan bookkeeping and work buffer, as far as
@@ -479,7 +479,8 @@ mod tests {
         unsafe extern "C" fn stop(_data: *mut c_void) -> bool {
             true
         }
-        let cpu = cpu_init();
+        let cpu_owner = cpu_init();
+        let cpu = cpu_owner.get();
         assert_eq!(cpu.alignment(), TENSOR_ALIGNMENT);
         // SAFETY: get_name returns a static C string.
         assert_eq!(unsafe { core::ffi::CStr::from_ptr(cpu.name()) }, c"CPU");
@@ -543,7 +544,6 @@ mod tests {
 
         set_abort_callback(cpu, None, ptr::null_mut());
         assert!(cpu_context(&cpu, "test").abort_callback.get().is_none());
-        // SAFETY: the test's backend, freed once, not used after.
-        unsafe { cpu.free() };
+        cpu_owner.free();
     }
 }

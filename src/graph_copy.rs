@@ -10,7 +10,7 @@ use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_init_params, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::BackendRef;
-use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef};
+use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef, OwnedBuffer};
 use crate::ptrmap::PtrMap;
 
 /// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.
@@ -25,6 +25,66 @@ pub struct wsp_ggml_backend_graph_copy {
 /// `bool callback(int node_index, struct wsp_ggml_tensor * t1, struct wsp_ggml_tensor * t2, void * user_data)`
 pub type CompareCallback =
     unsafe extern "C" fn(node_index: i32, t1: *mut wsp_ggml_tensor, t2: *mut wsp_ggml_tensor, user_data: *mut c_void) -> bool;
+
+/// A graph copy we own: its buffer and its two contexts, freed exactly once,
+/// when consumed by [`GraphCopy::free`] or dropped, unless handed to C by
+/// `into_c` (which frees it with `wsp_ggml_backend_graph_copy_free`).
+pub struct GraphCopy {
+    // (dropped in this order: the buffer, then the contexts, as upstream frees them)
+    buffer: Option<OwnedBuffer>,
+    ctx_allocated: OwnedContext,
+    ctx_unallocated: OwnedContext,
+    graph: *mut wsp_ggml_cgraph,
+}
+
+crate::handle::assert_owning!(GraphCopy);
+
+/// A ggml context we made (`wsp_ggml_init`), freed on drop.
+struct OwnedContext(*mut wsp_ggml_context);
+
+impl Drop for OwnedContext {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a context made by wsp_ggml_init, ours alone, freed once.
+            unsafe { ggml::wsp_ggml_free(self.0) };
+        }
+    }
+}
+
+impl GraphCopy {
+    /// Take ownership of what C holds.
+    ///
+    /// # Safety
+    /// `c` was returned by [`GraphCopy::into_c`] (`wsp_ggml_backend_graph_copy`)
+    /// and is handed over: not freed elsewhere, none of its tensors used
+    /// after this owner frees it.
+    pub unsafe fn from_c(c: wsp_ggml_backend_graph_copy) -> GraphCopy {
+        GraphCopy {
+            // SAFETY: the buffer graph_copy made for this copy (the caller's contract).
+            buffer: unsafe { OwnedBuffer::from_raw(c.buffer) },
+            ctx_allocated: OwnedContext(c.ctx_allocated),
+            ctx_unallocated: OwnedContext(c.ctx_unallocated),
+            graph: c.graph,
+        }
+    }
+    /// Hand the copy to C.
+    pub fn into_c(self) -> wsp_ggml_backend_graph_copy {
+        let mut this = core::mem::ManuallyDrop::new(self);
+        let buffer = this.buffer.take().map_or(core::ptr::null_mut(), OwnedBuffer::into_raw);
+        let ctx_allocated = core::mem::replace(&mut this.ctx_allocated.0, core::ptr::null_mut());
+        let ctx_unallocated = core::mem::replace(&mut this.ctx_unallocated.0, core::ptr::null_mut());
+        wsp_ggml_backend_graph_copy { buffer, ctx_allocated, ctx_unallocated, graph: this.graph }
+    }
+    /// The copied graph; its tensors live as long as this copy.
+    pub fn graph(&self) -> GraphRef {
+        // SAFETY: a graph of our context, live while we are.
+        unsafe { GraphRef::new(self.graph) }.expect("graph_copy makes a graph")
+    }
+    /// Free the buffer, then the contexts.
+    pub fn free(self) {
+        drop(self)
+    }
+}
 
 struct Copier {
     ids: PtrMap,
@@ -119,7 +179,7 @@ impl Copier {
 /// `wsp_ggml_backend_graph_copy`: duplicate `graph` (whose tensors are
 /// allocated) onto `backend`: allocated tensors get memory in one new buffer
 /// and their data copied; views are re-created over the copies.
-pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_graph_copy {
+pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
     let func = "wsp_ggml_backend_graph_copy";
     let n = count_reachable(graph);
     let graph_size = graph.n_nodes().max(1);
@@ -173,30 +233,9 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> wsp_ggml_backend_grap
     }
     // SAFETY: as above.
     unsafe { (*copy).n_nodes = graph.n_nodes() as i32 };
-    wsp_ggml_backend_graph_copy { buffer, ctx_allocated: c.ctx_allocated, ctx_unallocated: c.ctx_unallocated, graph: copy }
-}
-
-/// Free what `graph_copy` made for `copy`.
-///
-/// # Safety
-/// `copy` was returned by [`graph_copy`] and is not freed yet; none of its
-/// tensors is used afterwards.
-pub unsafe fn graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
-    // SAFETY: NULL or the buffer graph_copy made for this copy, not freed
-    // yet (the caller's contract: each copy is freed once).
-    if let Some(b) = unsafe { BufferRef::new(copy.buffer) } {
-        // SAFETY: as above; its tensors are not used afterwards (the caller's contract).
-        unsafe { b.free() };
-    }
-    // SAFETY: contexts made by graph_copy (NULL is accepted by nobody: checked).
-    unsafe {
-        if !copy.ctx_allocated.is_null() {
-            ggml::wsp_ggml_free(copy.ctx_allocated);
-        }
-        if !copy.ctx_unallocated.is_null() {
-            ggml::wsp_ggml_free(copy.ctx_unallocated);
-        }
-    }
+    // SAFETY: the buffer the backend just made for this copy, ours alone.
+    let buffer = unsafe { OwnedBuffer::from_raw(buffer) };
+    GraphCopy { buffer, ctx_allocated: OwnedContext(c.ctx_allocated), ctx_unallocated: OwnedContext(c.ctx_unallocated), graph: copy }
 }
 
 /// A one-node view of `graph` at `i`.
@@ -222,9 +261,8 @@ pub unsafe fn compare_graph_backend(
 ) {
     let func = "wsp_ggml_backend_compare_graph_backend";
     let copy = graph_copy(backend2, graph);
-    // SAFETY: the graph graph_copy just made, of tensors of its own
-    // contexts; all live until graph_copy_free below.
-    let g2 = unsafe { GraphRef::new(copy.graph) }.expect("graph_copy returns a graph");
+    // (the copy's tensors live until it is freed below)
+    let g2 = copy.graph();
     for i in 0..graph.n_nodes() {
         let (t1, t2) = (graph.node(i), g2.node(i));
         check(t1.op() == t2.op() && t1.same_layout(t2), func, || format!("node {i} differs in the copy"));
@@ -244,6 +282,5 @@ pub unsafe fn compare_graph_backend(
             break;
         }
     }
-    // SAFETY: made by graph_copy above, freed once; its tensors are not used after.
-    unsafe { graph_copy_free(copy) };
+    copy.free();
 }

@@ -9,6 +9,8 @@
 use crate::prelude::*;
 
 use core::ffi::{c_char, c_void, CStr};
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
 
 use crate::fatal::{check, fatal, guard};
@@ -18,10 +20,15 @@ pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t,
 
 // --- backends -----------------------------------------------------------
 
-/// A backend handed to us by C. Invariant (C API contract): points to a live
-/// `wsp_ggml_backend` for the duration of the call.
+/// A borrowed backend: handed to us by C, or borrowed from an
+/// [`OwnedBackend`] (then it cannot outlive its owner). Invariant: points to
+/// a live `wsp_ggml_backend` for `'a`. It cannot free the backend.
+///
+/// `BackendRef<'static>` is a backend C lends us on the terms of its API
+/// (for the call, or from `sched_new` until `sched_free`), like the
+/// tensors ([`TensorRef`]): the borrow is C's to keep, not the compiler's.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct BackendRef(NonNull<wsp_ggml_backend>);
+pub struct BackendRef<'a>(NonNull<wsp_ggml_backend>, PhantomData<&'a wsp_ggml_backend>);
 
 /// Fetch an optional iface slot or abort naming the entry point and the slot.
 macro_rules! slot {
@@ -36,16 +43,17 @@ macro_rules! slot {
 // The data, graph and plan pointers taken by some of these methods are
 // forwarded unchanged to the backend's own callbacks, which read through
 // them: those methods are `unsafe`, their caller vouching for the pointers.
-impl BackendRef {
+impl<'a> BackendRef<'a> {
     /// The handle on `p`; `None` for NULL.
     ///
     /// # Safety
     /// `p` is NULL or points to a live `wsp_ggml_backend` (its interface as
     /// ggml-backend-impl.h describes) that stays live, and is not freed, for
     /// as long as the handle or any copy of it is used (any method but
-    /// `as_ptr`, comparison and hashing; `free` ends its life).
+    /// `as_ptr`, comparison and hashing). It cannot free the backend: an
+    /// [`OwnedBackend`] does.
     pub unsafe fn new(p: wsp_ggml_backend_t) -> Option<Self> {
-        NonNull::new(p).map(BackendRef)
+        NonNull::new(p).map(|p| BackendRef(p, PhantomData))
     }
     pub fn as_ptr(self) -> wsp_ggml_backend_t {
         self.0.as_ptr()
@@ -73,18 +81,6 @@ impl BackendRef {
         }
         // SAFETY: get_name returns a NUL-terminated string.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-    }
-    /// Calls the backend's own `free`, which releases the struct.
-    ///
-    /// # Safety
-    /// The backend is live and not freed elsewhere; neither this handle nor
-    /// any copy of it is used again (but for `as_ptr` and comparison), nor
-    /// are its buffers.
-    pub unsafe fn free(self) {
-        let f = slot!(self, free, "wsp_ggml_backend_free");
-        // SAFETY: the backend's own callback; the handle is not used again
-        // (the caller's contract).
-        unsafe { f(self.as_ptr()) }
     }
     pub fn alloc_buffer(self, size: usize) -> wsp_ggml_backend_buffer_t {
         let f = slot!(self, alloc_buffer, "wsp_ggml_backend_alloc_buffer");
@@ -186,19 +182,59 @@ impl BackendRef {
     }
 }
 
+/// A backend we own: the CPU backend we made (until handed to C by
+/// `into_raw`), or one C hands over to `wsp_ggml_backend_free`. Not `Copy`:
+/// its `free` slot is called exactly once, when it is consumed by
+/// [`OwnedBackend::free`] or dropped.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedBackend(NonNull<wsp_ggml_backend>);
+
+impl OwnedBackend {
+    /// Take ownership of `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or a live backend (as [`BackendRef::new`] requires) whose
+    /// ownership the caller hands over: nothing else frees it, and nothing
+    /// uses it or its buffers after this owner frees it.
+    pub unsafe fn from_raw(p: wsp_ggml_backend_t) -> Option<Self> {
+        NonNull::new(p).map(OwnedBackend)
+    }
+    /// Hand the backend to C, which frees it (`wsp_ggml_backend_free`).
+    pub fn into_raw(self) -> wsp_ggml_backend_t {
+        ManuallyDrop::new(self).0.as_ptr()
+    }
+    /// The backend, borrowed for no longer than its owner lives.
+    pub fn get(&self) -> BackendRef<'_> {
+        BackendRef(self.0, PhantomData)
+    }
+    /// Calls the backend's own `free`, which releases the struct.
+    pub fn free(self) {
+        drop(self)
+    }
+}
+
+impl Drop for OwnedBackend {
+    fn drop(&mut self) {
+        let backend = self.get();
+        let f = slot!(backend, free, "wsp_ggml_backend_free");
+        // SAFETY: the backend's own callback, called once (the owner is unique).
+        unsafe { f(backend.as_ptr()) }
+    }
+}
+
 /// The backend of the buffer a tensor lives in (`wsp_ggml_get_backend`).
-pub fn tensor_backend(t: TensorRef) -> Option<BackendRef> {
+pub fn tensor_backend(t: TensorRef) -> Option<BackendRef<'static>> {
     BufferRef::of_tensor(t).and_then(BufferRef::backend)
 }
 
 /// [`tensor_backend`], or abort naming `func` and the argument `arg`.
-pub fn backend_of(t: TensorRef, func: &str, arg: &str) -> BackendRef {
+pub fn backend_of(t: TensorRef, func: &str, arg: &str) -> BackendRef<'static> {
     tensor_backend(t).unwrap_or_else(|| {
         fatal(func, &format!("argument '{arg}' ('{}') has no backend (buffer or buffer->backend is NULL)", t.name_lossy()))
     })
 }
 
-fn checked_io_backend(t: TensorRef, func: &str) -> BackendRef {
+fn checked_io_backend(t: TensorRef, func: &str) -> BackendRef<'static> {
     check(!t.data().is_null(), func, || format!("tensor '{}' is not allocated (data is NULL)", t.name_lossy()));
     backend_of(t, func, "tensor")
 }
@@ -256,7 +292,7 @@ pub fn buffer_init(
     iface: wsp_ggml_backend_buffer_i,
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
-) -> BufferRef {
+) -> OwnedBuffer {
     check(iface.get_base.is_some(), "wsp_ggml_backend_buffer_init", || "argument 'iface': get_base must not be NULL".into());
     // SAFETY: malloc of the struct's size; checked for NULL before use.
     let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }.cast::<wsp_ggml_backend_buffer>();
@@ -264,25 +300,73 @@ pub fn buffer_init(
     let backend = backend.map_or(core::ptr::null_mut(), BackendRef::as_ptr);
     // SAFETY: p is a fresh, suitably aligned allocation of the right size.
     unsafe { p.as_ptr().write(wsp_ggml_backend_buffer { iface, backend, context, size }) };
-    BufferRef(p)
+    OwnedBuffer(p)
 }
 
-/// A buffer handed to us by C. Invariant (C API contract): points to a live
-/// `wsp_ggml_backend_buffer` for the duration of the call.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct BufferRef(NonNull<wsp_ggml_backend_buffer>);
+/// A buffer we own: made by [`buffer_init`], or handed to us to be freed
+/// (`wsp_ggml_backend_buffer_free`, a compute buffer the scheduler grew, a
+/// graph copy's buffer). Not `Copy`: freed exactly once, when consumed by
+/// [`OwnedBuffer::free`] or dropped, unless handed to C by `into_raw`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedBuffer(NonNull<wsp_ggml_backend_buffer>);
 
-impl BufferRef {
+impl OwnedBuffer {
+    /// Take ownership of `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or a live buffer (as [`BufferRef::new`] requires) whose
+    /// ownership the caller hands over: nothing else frees it, and nothing
+    /// uses it after this owner frees it (its tensors included).
+    pub unsafe fn from_raw(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
+        NonNull::new(p).map(OwnedBuffer)
+    }
+    /// Hand the buffer to C, which frees it (`wsp_ggml_backend_buffer_free`).
+    pub fn into_raw(self) -> wsp_ggml_backend_buffer_t {
+        ManuallyDrop::new(self).0.as_ptr()
+    }
+    pub fn as_ptr(&self) -> wsp_ggml_backend_buffer_t {
+        self.0.as_ptr()
+    }
+    /// The buffer, borrowed for no longer than its owner lives.
+    pub fn get(&self) -> BufferRef<'_> {
+        BufferRef(self.0, PhantomData)
+    }
+    /// Calls `free_buffer` (optional) and releases the struct.
+    pub fn free(self) {
+        drop(self)
+    }
+}
+
+impl Drop for OwnedBuffer {
+    fn drop(&mut self) {
+        let buffer = self.get();
+        if let Some(f) = buffer.iface().free_buffer {
+            // SAFETY: the buffer's own free callback, called once (the
+            // owner is unique), on its live buffer.
+            unsafe { f(buffer.as_ptr()) };
+        }
+        // SAFETY: buffer structs are malloc'ed (buffer_init, or the C
+        // backend's own, which ggml's contract makes the same); freed once.
+        unsafe { libc::free(self.0.as_ptr().cast()) };
+    }
+}
+
+/// A borrowed buffer: handed to us by C for a call, or borrowed from an
+/// [`OwnedBuffer`] (then it cannot outlive its owner). Invariant: points to
+/// a live `wsp_ggml_backend_buffer` for `'a`. It cannot free the buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct BufferRef<'a>(NonNull<wsp_ggml_backend_buffer>, PhantomData<&'a wsp_ggml_backend_buffer>);
+
+impl<'a> BufferRef<'a> {
     /// The handle on `p`; `None` for NULL.
     ///
     /// # Safety
     /// `p` is NULL or points to a live `wsp_ggml_backend_buffer` (its
     /// interface as ggml-backend-impl.h describes, its `backend` NULL or a
-    /// live backend that outlives it) that stays live, and is
-    /// not freed, for as long as the handle or any copy of it is used (any
-    /// method but `as_ptr` and comparison; `free` ends its life).
+    /// live backend that outlives it) that stays live, and is not freed,
+    /// for `'a`.
     pub unsafe fn new(p: wsp_ggml_backend_buffer_t) -> Option<Self> {
-        NonNull::new(p).map(BufferRef)
+        NonNull::new(p).map(|p| BufferRef(p, PhantomData))
     }
     /// The buffer `t` is in, if any.
     pub fn of_tensor(t: TensorRef) -> Option<Self> {
@@ -293,14 +377,14 @@ impl BufferRef {
     pub fn as_ptr(self) -> wsp_ggml_backend_buffer_t {
         self.0.as_ptr()
     }
-    fn get(&self) -> &wsp_ggml_backend_buffer {
-        // SAFETY: BufferRef invariant.
+    fn get(&self) -> &'a wsp_ggml_backend_buffer {
+        // SAFETY: BufferRef invariant: live for 'a.
         unsafe { self.0.as_ref() }
     }
     pub fn iface(self) -> wsp_ggml_backend_buffer_i {
         self.get().iface
     }
-    pub fn backend(self) -> Option<BackendRef> {
+    pub fn backend(self) -> Option<BackendRef<'a>> {
         // SAFETY: the handle's invariant (`new`): the buffer's backend is
         // NULL or a live backend, which outlives its buffers.
         unsafe { BackendRef::new(self.get().backend) }
@@ -310,21 +394,6 @@ impl BufferRef {
     }
     pub fn context(self) -> *mut c_void {
         self.get().context
-    }
-
-    /// Calls `free_buffer` (optional) and releases the struct.
-    ///
-    /// # Safety
-    /// The buffer is live and not freed elsewhere; neither this handle nor
-    /// any copy of it is used again (but for `as_ptr` and comparison), nor
-    /// are the tensors in it.
-    pub unsafe fn free(self) {
-        if let Some(f) = self.iface().free_buffer {
-            // SAFETY: the buffer's own free callback, called once, on its buffer.
-            unsafe { f(self.as_ptr()) };
-        }
-        // SAFETY: buffer structs are malloc'ed (see buffer_init); freed once here.
-        unsafe { libc::free(self.as_ptr().cast()) };
     }
 
     pub fn base(self) -> *mut c_void {
@@ -443,6 +512,28 @@ unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
     })
 }
 
+// --- owners ---------------------------------------------------------------
+
+/// Refuse to build if an owning handle is `Copy` or `Clone`: each is freed
+/// once, by the one value that owns it (the impl below would be ambiguous
+/// for a `Clone` type, and `Copy` implies `Clone`).
+macro_rules! assert_owning {
+    ($($t:ty),* $(,)?) => {$(
+        const _: fn() = || {
+            trait AmbiguousIfClone<A> {
+                fn check() {}
+            }
+            impl<T: ?Sized> AmbiguousIfClone<()> for T {}
+            struct IfClone;
+            impl<T: ?Sized + Clone> AmbiguousIfClone<IfClone> for T {}
+            let _ = <$t as AmbiguousIfClone<_>>::check;
+        };
+    )*};
+}
+pub(crate) use assert_owning;
+
+assert_owning!(OwnedBackend, OwnedBuffer);
+
 // --- C pointers to handles ----------------------------------------------
 
 /// A handle made from a pointer C passed to one of our entry points (the
@@ -485,4 +576,4 @@ macro_rules! from_c {
 
 pub(crate) use from_c;
 
-from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef => wsp_ggml_backend, BufferRef => wsp_ggml_backend_buffer);
+from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef<'_> => wsp_ggml_backend, BufferRef<'_> => wsp_ggml_backend_buffer);

@@ -284,7 +284,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
     entry!(wsp_ggml_backend_graph_copy, |func| {
         // SAFETY: `backend` and `graph` are live for the call (# Safety above).
         let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(graph, func, "graph")) };
-        graph_copy::graph_copy(backend, graph)
+        graph_copy::graph_copy(backend, graph).into_c()
     })
 }
 
@@ -293,8 +293,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
     entry!(wsp_ggml_backend_graph_copy_free, || {
-        // SAFETY: a copy made by graph_copy, freed once (# Safety above).
-        unsafe { graph_copy::graph_copy_free(copy) }
+        // SAFETY: a copy made by graph_copy, handed over to be freed once (# Safety above).
+        unsafe { graph_copy::GraphCopy::from_c(copy) }.free()
     })
 }
 

@@ -72,8 +72,8 @@ use core::ffi::{c_char, c_int, c_void};
 
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
-use crate::handle::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef, FromC};
-use crate::handle::{wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef};
+use crate::handle::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef, FromC, OwnedBackend};
+use crate::handle::{wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t, BufferRef, OwnedBuffer};
 use crate::sched::{Sched, SchedCell};
 use crate::{copy, cpu};
 
@@ -81,6 +81,7 @@ pub mod ext;
 mod sched_handle;
 
 use sched_handle::sched_ref;
+use sched_handle::OwnedSched;
 pub use sched_handle::{wsp_ggml_backend_sched, wsp_ggml_backend_sched_t};
 
 //
@@ -92,10 +93,10 @@ pub use sched_handle::{wsp_ggml_backend_sched, wsp_ggml_backend_sched_t};
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_buffer_free(buffer: wsp_ggml_backend_buffer_t) {
     entry!(wsp_ggml_backend_buffer_free, || {
-        // SAFETY: `buffer` is NULL or live for the call (# Safety above).
-        if let Some(b) = unsafe { BufferRef::from_c_opt(buffer) } {
-            // SAFETY: a live buffer the caller hands over to be freed, not used again.
-            unsafe { b.free() }
+        // SAFETY: `buffer` is NULL or live, and the caller hands it over to
+        // be freed: it is not used again (# Safety above).
+        if let Some(b) = unsafe { OwnedBuffer::from_raw(buffer) } {
+            b.free()
         }
     })
 }
@@ -188,10 +189,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_name(backend: wsp_ggml_backend_t) -> *
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     entry!(wsp_ggml_backend_free, || {
-        // SAFETY: `backend` is NULL or live for the call (# Safety above).
-        if let Some(b) = unsafe { BackendRef::from_c_opt(backend) } {
-            // SAFETY: a live backend the caller hands over to be freed, not used again.
-            unsafe { b.free() }
+        // SAFETY: `backend` is NULL or live, and the caller hands it over to
+        // be freed: neither it nor its buffers are used again (# Safety above).
+        if let Some(b) = unsafe { OwnedBackend::from_raw(backend) } {
+            b.free()
         }
     })
 }
@@ -342,7 +343,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor,
 /// None beyond the C contract: no pointer arguments.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_init() -> wsp_ggml_backend_t {
-    entry!(wsp_ggml_backend_cpu_init, || cpu::cpu_init().as_ptr())
+    entry!(wsp_ggml_backend_cpu_init, || cpu::cpu_init().into_raw())
 }
 
 /// False for NULL (the original crashed).
@@ -379,7 +380,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
     entry!(wsp_ggml_backend_cpu_buffer_from_ptr, |func| {
         // SAFETY: `backend_cpu` is NULL (ggml-alloc.c passes NULL) or live (# Safety above).
         let backend = unsafe { BackendRef::from_c_opt(backend_cpu) };
-        cpu::buffer_from_ptr(backend, ptr, size).as_ptr()
+        cpu::buffer_from_ptr(backend, ptr, size).into_raw()
     })
 }
 
@@ -413,7 +414,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
                 unsafe { BackendRef::from_c_opt(b) }.unwrap_or_else(|| fatal(func, &format!("argument 'backends[{i}]' is NULL")))
             })
             .collect();
-        Box::into_raw(SchedCell::new(Sched::new(&list))).cast()
+        OwnedSched::new(SchedCell::new(Sched::new(&list))).into_raw()
     })
 }
 
@@ -422,9 +423,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_new(backends: *mut wsp_ggml_back
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_sched_free(sched: wsp_ggml_backend_sched_t) {
     entry!(wsp_ggml_backend_sched_free, |func| {
-        if !sched.is_null() {
-            // SAFETY: made by Box::into_raw in sched_new; freed once (C contract).
-            unsafe { SchedCell::free(sched.cast::<SchedCell>(), func) };
+        // SAFETY: NULL or made by sched_new, handed over to be freed once
+        // (# Safety above).
+        if let Some(s) = unsafe { OwnedSched::from_raw(sched) } {
+            s.free(func)
         }
     })
 }
@@ -522,7 +524,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     entry!(wsp_ggml_backend_buffer_init, || {
         // SAFETY: `backend` is NULL or live, and outlives the buffer (# Safety above).
         let backend = unsafe { BackendRef::from_c_opt(backend) };
-        handle::buffer_init(backend, iface, context, size).as_ptr()
+        handle::buffer_init(backend, iface, context, size).into_raw()
     })
 }
 

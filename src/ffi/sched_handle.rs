@@ -40,6 +40,39 @@ impl core::ops::Deref for SchedRef {
 
 from_c!(SchedRef => wsp_ggml_backend_sched);
 
+/// The scheduler C holds, owned: made by `sched_new` (then handed to C by
+/// `into_raw`), or handed back to `sched_free`. Not `Copy`: consumed by its
+/// free, which drops it once.
+pub(crate) struct OwnedSched(core::ptr::NonNull<SchedCell>);
+
+crate::handle::assert_owning!(OwnedSched);
+
+impl OwnedSched {
+    pub(crate) fn new(cell: Box<SchedCell>) -> Self {
+        OwnedSched(core::ptr::NonNull::from(Box::leak(cell)))
+    }
+    /// Take ownership of `p`; `None` for NULL.
+    ///
+    /// # Safety
+    /// `p` is NULL or a scheduler made by `wsp_ggml_backend_sched_new`, not
+    /// freed, handed over: nothing uses it after this owner frees it.
+    pub(crate) unsafe fn from_raw(p: *mut wsp_ggml_backend_sched) -> Option<Self> {
+        core::ptr::NonNull::new(p.cast::<SchedCell>()).map(OwnedSched)
+    }
+    pub(crate) fn into_raw(self) -> *mut wsp_ggml_backend_sched {
+        self.0.as_ptr().cast()
+    }
+    /// Drop the scheduler, unless it is in use (a call from one of its
+    /// callbacks during a compute aborts naming `func`).
+    pub(crate) fn free(self, func: &str) {
+        // SAFETY: live (from_raw/new); only shared borrows of a cell exist.
+        unsafe { self.0.as_ref() }.check_freeable(func);
+        // SAFETY: made by Box::leak (new), ours alone, and idle: no borrow
+        // of it is live, and nothing uses it after (from_raw's contract).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
 /// The scheduler behind `s`, aborting if it is NULL.
 ///
 /// # Safety

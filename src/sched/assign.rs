@@ -79,7 +79,7 @@ pub(super) struct Planner<'a> {
 /// What a split is planned with besides the graph: the scheduler's
 /// backends (and which accept every op), user assignments and switches.
 pub(super) struct PlanInputs<'a> {
-    pub backends: &'a [BackendRef],
+    pub backends: &'a [BackendRef<'a>],
     pub accepts_all: &'a [bool],
     pub user: &'a PtrMap,
     pub debug: bool,

@@ -99,16 +99,10 @@ impl SchedCell {
         f(unsafe { &*self.sched.get() })
     }
 
-    /// Drop the scheduler at `this` (made by `Box::into_raw` of
-    /// [`SchedCell::new`]'s box), unless it is in use.
-    ///
-    /// # Safety
-    /// `this` is such a pointer, not freed yet; nothing uses it afterwards.
-    pub unsafe fn free(this: *mut SchedCell, func: &str) {
-        // SAFETY: the caller's: a live cell.
-        unsafe { &*this }.check_idle(func);
-        // SAFETY: the caller's; idle, so no borrow of it is live.
-        drop(unsafe { Box::from_raw(this) });
+    /// Abort naming `func` unless the scheduler is idle: it may be freed
+    /// (`sched_free` from one of its own callbacks may not).
+    pub fn check_freeable(&self, func: &str) {
+        self.check_idle(func)
     }
 
     /// `wsp_ggml_backend_sched_graph_compute`: plan and place (changing

@@ -16,24 +16,30 @@
 use crate::prelude::*;
 
 use super::galloc::{Arena, TooSmall};
-use super::state::Sched;
+use super::state::{PerBackend, Sched, State};
 use super::tallocr;
 use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tallocr_t};
-use crate::handle::BufferRef;
+use crate::handle::{BufferRef, OwnedBuffer};
 
 /// The split does not fit with the user's assignments: a backend could not
 /// allocate a larger compute buffer ([`Sched::allocate`]).
 pub(super) struct NeedsFallback;
 
 impl Sched {
-    /// Compute buffer `i` as an allocation sees it: its allocator's buffer
-    /// and free blocks (what the caller allocated there stays).
-    fn arena(&self, i: usize) -> Arena {
-        let talloc = self.per[i].talloc;
+    /// The compute buffers as an allocation sees them: each allocator's
+    /// buffer and free blocks (what the caller allocated there stays),
+    /// borrowed from `per`, so that no allocator can be freed meanwhile.
+    fn arenas<'p>(per: &'p [PerBackend], st: &State) -> Vec<Arena<'p>> {
+        per.iter().map(|p| Self::arena(p, st)).collect()
+    }
+
+    fn arena<'p>(p: &'p PerBackend, st: &State) -> Arena<'p> {
+        let talloc = p.talloc;
         // SAFETY: our live allocator.
         let (buffer, measure) = unsafe { (ggml::wsp_ggml_tallocr_get_buffer(talloc), ggml::wsp_ggml_tallocr_is_measure(talloc)) };
-        // SAFETY: the buffer of our live allocator: live as long as it is.
+        // SAFETY: the buffer of our live allocator: live as long as it is,
+        // which is as long as `p` is borrowed (only `&mut` frees it).
         let buffer = unsafe { BufferRef::new(buffer) }.expect("an allocator has a buffer");
         let base_ptr = buffer.base();
         let base = base_ptr as usize;
@@ -41,7 +47,7 @@ impl Sched {
         // SAFETY: our live allocator, not written during the read.
         let free = unsafe { tallocr::tallocr_free_blocks(talloc) }.unwrap_or_else(|| {
             // Another ggml-alloc: after what the graph shows is in use.
-            let start = self.occupied_by_inputs(buffer);
+            let start = occupied_by_inputs(st, buffer);
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
             vec![(start, end.saturating_sub(start))]
         });
@@ -58,7 +64,7 @@ impl Sched {
     /// stops with a message.
     pub(super) fn allocate(&mut self, reused: bool, func: &str) -> Result<(), NeedsFallback> {
         if reused {
-            let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
+            let arenas = Self::arenas(&self.per, &self.st);
             if self.galloc.still_holds(&self.st.table, &arenas) {
                 self.galloc.apply(&self.st.table, &arenas);
                 return Ok(());
@@ -69,7 +75,7 @@ impl Sched {
         // one) and has room for the whole need, so each backend grows at
         // most once.
         for _ in 0..self.per.len() + 2 {
-            let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
+            let arenas = Self::arenas(&self.per, &self.st);
             let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.release();
@@ -79,11 +85,13 @@ impl Sched {
             let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max[b];
+            let have = arenas[b].buffer.size();
+            drop(arenas);
             if self.debug {
                 crate::platform::errln!(
                     "wsp_ggml_backend_sched: the split needs {need} bytes of the compute buffer of '{}' ({} bytes)",
                     self.backends[b].name_lossy(),
-                    arenas[b].buffer.size()
+                    have
                 );
             }
             if self.grow(b, need, grown[b]) {
@@ -102,7 +110,7 @@ impl Sched {
                     &format!(
                         "this graph needs a compute buffer of {need} bytes on backend '{}' (it has {}), and the backend could not allocate one",
                         self.backends[b].name_lossy(),
-                        arenas[b].buffer.size()
+                        have
                     ),
                 );
             }
@@ -114,7 +122,7 @@ impl Sched {
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
     pub(super) fn measure_split(&mut self, func: &str) -> Vec<usize> {
-        let arenas: Vec<Arena> = (0..self.per.len()).map(|i| self.arena(i)).collect();
+        let arenas = Self::arenas(&self.per, &self.st);
         if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
@@ -143,9 +151,9 @@ impl Sched {
         // Allocated here, not by ggml-alloc, which would dereference a NULL
         // buffer; so the allocator does not own it (see free_talloc).
         let buffer = self.backends[i].alloc_buffer(size);
-        // SAFETY: NULL or a buffer the backend just made for us, freed only
-        // by us (grown_buffers).
-        let Some(buffer) = (unsafe { BufferRef::new(buffer) }) else {
+        // SAFETY: NULL or a buffer the backend just made for us, ours alone
+        // (grown_buffers), freed only after its allocator (free_talloc).
+        let Some(buffer) = (unsafe { OwnedBuffer::from_raw(buffer) }) else {
             return false;
         };
         // SAFETY: a live buffer of ours, freed after its allocator.
@@ -175,9 +183,8 @@ impl Sched {
         // SAFETY: as above; freed once, here.
         unsafe { ggml::wsp_ggml_tallocr_free(t) };
         if let Some(k) = self.grown_buffers.iter().position(|b| b.as_ptr() == buffer) {
-            // SAFETY: a buffer growth allocated for `t` alone, removed from
-            // grown_buffers, so freed once; its allocator is gone.
-            unsafe { self.grown_buffers.swap_remove(k).free() };
+            // a buffer growth allocated for `t` alone; its allocator is gone
+            self.grown_buffers.swap_remove(k).free();
         }
     }
 
@@ -201,30 +208,7 @@ impl Sched {
                 _ => buffer.size(),
             };
         }
-        self.occupied_by_inputs(buffer)
-    }
-
-    /// Where the graph's inputs in `buffer` end (from its base): what can be
-    /// seen of the caller's allocations there without reading the allocator.
-    fn occupied_by_inputs(&self, buffer: BufferRef) -> usize {
-        let base_ptr = buffer.base();
-        let base = base_ptr as usize;
-        let align = buffer.alignment().max(1);
-        // ggml-alloc starts at the first aligned address of the buffer
-        let start = (align - base % align) % align;
-        // Inputs, not nodes: a node with memory there is left from an earlier
-        // compute, in memory the allocator considers free again.
-        let st = &self.st;
-        let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
-        inputs
-            .map(|s| st.table.tensor(s))
-            .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())
-            .map(|t| {
-                // ggml-alloc pads sizes, not addresses
-                let size = buffer.alloc_size(t).div_ceil(align).saturating_mul(align);
-                (t.data() as usize).saturating_sub(base).saturating_add(size)
-            })
-            .fold(start, usize::max)
+        occupied_by_inputs(&self.st, buffer)
     }
 
     /// Free the allocators that growth replaced.
@@ -235,4 +219,26 @@ impl Sched {
             unsafe { self.free_talloc(t) };
         }
     }
+}
+
+/// Where the graph's inputs in `buffer` end (from its base): what can be
+/// seen of the caller's allocations there without reading the allocator.
+fn occupied_by_inputs(st: &State, buffer: BufferRef) -> usize {
+    let base_ptr = buffer.base();
+    let base = base_ptr as usize;
+    let align = buffer.alignment().max(1);
+    // ggml-alloc starts at the first aligned address of the buffer
+    let start = (align - base % align) % align;
+    // Inputs, not nodes: a node with memory there is left from an earlier
+    // compute, in memory the allocator considers free again.
+    let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
+    inputs
+        .map(|s| st.table.tensor(s))
+        .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())
+        .map(|t| {
+            // ggml-alloc pads sizes, not addresses
+            let size = buffer.alloc_size(t).div_ceil(align).saturating_mul(align);
+            (t.data() as usize).saturating_sub(base).saturating_add(size)
+        })
+        .fold(start, usize::max)
 }

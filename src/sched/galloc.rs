@@ -37,10 +37,10 @@ use crate::handle::{wsp_ggml_backend_buffer, BufferRef};
 /// there may be none: `Option<SlotId>` takes four bytes like the id.
 type Id = Option<SlotId>;
 
-/// One compute buffer as an allocation sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Arena {
-    pub buffer: BufferRef,
+/// One compute buffer as an allocation sees it, borrowed for one placement.
+#[derive(Clone, Debug)]
+pub(super) struct Arena<'a> {
+    pub buffer: BufferRef<'a>,
     /// The buffer's base address and alignment (as its allocator has them).
     pub base: usize,
     /// The base as a pointer: tensors are placed at an offset from it, so
@@ -54,7 +54,23 @@ pub(super) struct Arena {
     pub free: Vec<(usize, usize)>,
 }
 
-impl Arena {
+/// What a kept plan remembers of an arena: all of it but the borrow (the
+/// buffer by address only, so nothing can be read through it later).
+#[derive(Debug, PartialEq, Eq)]
+struct ArenaKey {
+    buffer: usize,
+    base: usize,
+    align: usize,
+    measure: bool,
+    free: Vec<(usize, usize)>,
+}
+
+impl Arena<'_> {
+    fn key(&self) -> ArenaKey {
+        let Arena { buffer, base, base_ptr: _, align, measure, ref free } = *self;
+        ArenaKey { buffer: buffer.as_ptr() as usize, base, align, measure, free: free.clone() }
+    }
+
     /// The same arena without an end: its last free block reaches as far as
     /// needed (to learn how much a split needs).
     fn endless(&self) -> Vec<(usize, usize)> {
@@ -165,7 +181,7 @@ pub(super) struct Galloc {
     /// The last plan can be applied again: it was made in this generation
     /// of the table, fit these arenas (their state then) and read nothing
     /// besides `loaded` and `reads`.
-    kept: Option<(u64, Vec<Arena>)>,
+    kept: Option<(u64, Vec<ArenaKey>)>,
 }
 
 const fn padded(size: usize, align: usize) -> usize {
@@ -244,7 +260,7 @@ impl Galloc {
             }
         }
         if keep && self.extras.is_empty() {
-            self.kept = Some((table.generation(), arenas.to_vec()));
+            self.kept = Some((table.generation(), arenas.iter().map(Arena::key).collect()));
             // (held between computes: no spare capacity)
             for v in [&mut self.loaded as &mut dyn Trim, &mut self.loaded_buffer, &mut self.loaded_vsrc, &mut self.reads, &mut self.steps] {
                 v.trim();
@@ -261,7 +277,9 @@ impl Galloc {
     /// and every question it asked gets the same answer. Then [`Galloc::apply`] places the split as a new plan
     /// would (the plan is a function of exactly these).
     pub fn still_holds(&self, table: &Table, arenas: &[Arena]) -> bool {
-        let same_arenas = |(generation, kept): &(u64, Vec<Arena>)| *generation == table.generation() && kept[..] == *arenas;
+        let same_arenas = |(generation, kept): &(u64, Vec<ArenaKey>)| {
+            *generation == table.generation() && kept.len() == arenas.len() && kept.iter().zip(arenas).all(|(k, a)| *k == a.key())
+        };
         if !self.kept.as_ref().is_some_and(same_arenas) || self.loaded.len() != table.len() {
             return false;
         }

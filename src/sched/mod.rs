@@ -57,7 +57,7 @@ pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
-    pub fn new(backends: &[BackendRef]) -> Box<Sched> {
+    pub fn new(backends: &[BackendRef<'static>]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
         let per = backends
             .iter()
@@ -208,12 +208,12 @@ impl Sched {
         self.st.plan.splits.len()
     }
 
-    pub fn backend(&self, i: usize) -> Option<BackendRef> {
+    pub fn backend(&self, i: usize) -> Option<BackendRef<'static>> {
         self.backends.get(i).copied()
     }
 
     /// The backend `node` was assigned to in the last split graph.
-    pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef> {
+    pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
         let slot = self.st.table.find(node.as_ptr())?;
         self.st.table.info[slot as usize].assign.map(|a| self.backends[a])
     }
@@ -231,7 +231,7 @@ impl Sched {
     }
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
-    pub fn split_info(&self, i: usize) -> Option<(BackendRef, usize, usize, usize, SplitStats)> {
+    pub fn split_info(&self, i: usize) -> Option<(BackendRef<'static>, usize, usize, usize, SplitStats)> {
         let s = self.st.plan.splits.get(i)?;
         let stats = self.split_stats.get(i).copied().unwrap_or_default();
         Some((self.backends[s.backend], s.i_start, s.i_end, s.inputs.len(), stats))

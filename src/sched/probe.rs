@@ -23,7 +23,7 @@ use crate::handle::{BackendRef, BufferRef};
 /// backends (by index).
 pub(super) struct Probe<'a> {
     keys: &'a [*mut wsp_ggml_tensor],
-    backends: &'a [BackendRef],
+    backends: &'a [BackendRef<'a>],
     accepts_all: &'a [bool],
     record: &'a mut Record,
 }
@@ -38,7 +38,7 @@ impl<'a> Probe<'a> {
     /// tensor that stays live for as long as the probe is used.
     pub unsafe fn new(
         keys: &'a [*mut wsp_ggml_tensor],
-        backends: &'a [BackendRef],
+        backends: &'a [BackendRef<'a>],
         accepts_all: &'a [bool],
         record: &'a mut Record,
     ) -> Self {
@@ -103,7 +103,7 @@ impl<'a> Probe<'a> {
 /// The snapshot: registers the graph's tensors in the split's table.
 pub(super) struct Registrar<'a> {
     pub st: &'a mut State,
-    pub backends: &'a [BackendRef],
+    pub backends: &'a [BackendRef<'a>],
 }
 
 impl Registrar<'_> {

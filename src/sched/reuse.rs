@@ -37,7 +37,7 @@ use crate::handle::BackendRef;
 /// [`locate`] for many tensors in a row: a buffer or two hold most of a
 /// graph's tensors, so the last buffer's answer is remembered.
 struct Locator<'a> {
-    backends: &'a [BackendRef],
+    backends: &'a [BackendRef<'a>],
     buffer: *mut crate::handle::wsp_ggml_backend_buffer,
     loc: Loc,
 }

@@ -11,7 +11,7 @@ use super::ids::{self, BackendIdx, Rule, SlotId};
 use super::record;
 use super::table;
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
-use crate::handle::{BackendRef, BufferRef};
+use crate::handle::{BackendRef, OwnedBuffer};
 use crate::ptrmap::PtrMap;
 
 /// A run of consecutive graph nodes computed on one backend.
@@ -239,7 +239,7 @@ pub(super) struct PerBackend {
 
 pub struct Sched {
     /// The backends in priority order (the passes read them as a slice).
-    pub(super) backends: Vec<BackendRef>,
+    pub(super) backends: Vec<BackendRef<'static>>,
     /// Whether each backend accepts every op (our CPU backend, or one whose
     /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
     /// `supports_op` is never asked.
@@ -258,7 +258,7 @@ pub struct Sched {
     pub(super) retired: Vec<wsp_ggml_tallocr_t>,
     /// Buffers that growth allocated (fit.rs): their allocators do not own
     /// them, free_talloc frees them.
-    pub(super) grown_buffers: Vec<BufferRef>,
+    pub(super) grown_buffers: Vec<OwnedBuffer>,
     /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
     pub(super) measuring: bool,
     pub(super) split_stats: Vec<SplitStats>,

@@ -173,12 +173,13 @@ unsafe fn read_tallocr_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::OwnedBuffer;
 
     /// A CPU buffer over `mem` and the allocator struct ggml-alloc of
     /// whisper.cpp 1.5 would make for it, reset (one free block).
     struct Fixture {
+        buffer: OwnedBuffer,
         _mem: Vec<u8>,
-        buffer: BufferRef,
         head: Box<TallocrHead>,
         align_offset: usize,
     }
@@ -186,7 +187,8 @@ mod tests {
     impl Fixture {
         fn new(size: usize) -> Fixture {
             let mut mem = vec![0u8; size];
-            let buffer = crate::cpu::buffer_from_ptr(None, mem.as_mut_ptr().cast(), size);
+            let owner = crate::cpu::buffer_from_ptr(None, mem.as_mut_ptr().cast(), size);
+            let buffer = owner.get();
             let alignment = buffer.alignment();
             let base = buffer.base() as usize;
             let align_offset = (alignment - base % alignment) % alignment;
@@ -198,23 +200,17 @@ mod tests {
             head.n_free_blocks = 1;
             head.free_blocks[0] =
                 FreeBlock { addr: buffer.base().wrapping_byte_add(align_offset), size: size.saturating_sub(align_offset) };
-            Fixture { _mem: mem, buffer, head, align_offset }
+            Fixture { buffer: owner, _mem: mem, head, align_offset }
         }
         fn read(&self, measure: bool, max_size: usize) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
             // SAFETY: a whole TallocrHead, alive for the call.
-            unsafe { read_tallocr_head(&*self.head, self.buffer, measure, max_size) }
+            unsafe { read_tallocr_head(&*self.head, self.buffer.get(), measure, max_size) }
         }
         fn addr(&self, offset: usize) -> *mut c_void {
-            self.buffer.base().wrapping_byte_add(offset)
+            self.buffer.get().base().wrapping_byte_add(offset)
         }
     }
-
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            // SAFETY: the fixture's own buffer, freed once, here.
-            unsafe { self.buffer.free() };
-        }
-    }
+    // (the buffer, owned, is freed when the fixture drops, before its memory)
 
     #[test]
     fn a_reset_allocator_validates() {
@@ -263,7 +259,7 @@ mod tests {
             (M::NFreeBlocks, |f| f.head.n_free_blocks = -1),
             (M::NFreeBlocks, |f| f.head.n_free_blocks = TALLOCR_MAX_FREE_BLOCKS as c_int + 1),
             (M::FreeBlock(0), |f| f.head.free_blocks[0].addr = f.addr(f.align_offset + 1)),
-            (M::FreeBlock(0), |f| f.head.free_blocks[0].addr = f.buffer.base().wrapping_byte_sub(64)),
+            (M::FreeBlock(0), |f| f.head.free_blocks[0].addr = f.buffer.get().base().wrapping_byte_sub(64)),
             (M::FreeBlock(0), |f| f.head.free_blocks[0].size += 1),
             (M::FreeBlock(0), |f| f.head.free_blocks[0].addr = f.addr(8192)),
             // two blocks out of order, or overlapping
@@ -299,6 +295,6 @@ mod tests {
         let short: Box<[usize; 2]> = Box::new([f.buffer.as_ptr() as usize, 7]);
         let head = (&*short as *const [usize; 2]).cast::<TallocrHead>();
         // SAFETY: readable up to the bool, which does not match.
-        assert_eq!(unsafe { read_tallocr_head(head, f.buffer, false, 0) }, Err(TallocrMismatch::BufferOwned));
+        assert_eq!(unsafe { read_tallocr_head(head, f.buffer.get(), false, 0) }, Err(TallocrMismatch::BufferOwned));
     }
 }

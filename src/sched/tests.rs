@@ -144,8 +144,9 @@ impl World {
         unsafe { (*self.contexts[backend]).rejects.push(op) };
     }
 
-    fn refs(&self) -> Vec<BackendRef> {
-        // SAFETY: the world's backends, freed only when it is dropped.
+    fn refs(&self) -> Vec<BackendRef<'static>> {
+        // SAFETY: the world's backends, freed only when it is dropped (as C
+        // lends backends: 'static, the tests keep the world alive).
         self.backends.iter().map(|&b| unsafe { BackendRef::new(b) }.unwrap()).collect()
     }
 
@@ -480,7 +481,7 @@ extern "C" fn fake_base(b: *mut wsp_ggml_backend_buffer) -> *mut c_void {
 /// One compute buffer per backend of `w`, `size` bytes each, at fake bases
 /// (0x10000 apart), aligned to 16; and the arenas over them, empty.
 #[allow(clippy::vec_box)]
-fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Vec<Arena>) {
+fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Vec<Arena<'static>>) {
     let mut bufs = Vec::new();
     for (i, &b) in w.backends.iter().enumerate() {
         // SAFETY: an all-zero interface is all-None function pointers.
