@@ -11,8 +11,8 @@
 //!   the functions imported from ggml (ggml.c and ggml-alloc.c stay C, in
 //!   the user's build) and the layout facts;
 //! - `ggml`: safe handles on ggml's tensors and graphs (sys types only);
-//! - `handle`: `BackendRef` and `BufferRef`, the dispatch through their
-//!   interfaces, the host-buffer interface, and `FromC`, the one place where
+//! - `handle`: the borrowed `BackendRef` and `BufferRef` and their owners
+//!   (`OwnedBackend`, `OwnedBuffer`), the dispatch through their interfaces, the host-buffer interface, and `FromC`, the one place where
 //!   C's pointers become handles (making one is `unsafe` everywhere);
 //! - `copy`, `cpu`, `graph_copy`: tensor copies between backends, the CPU
 //!   backend, copying a graph to another backend and comparing backends;
