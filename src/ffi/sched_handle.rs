@@ -4,6 +4,7 @@
 #![allow(non_camel_case_types)]
 
 use crate::handle::{from_c, FromC};
+use crate::prelude::*;
 use crate::sched::SchedCell;
 
 /// Opaque scheduler handle (`struct wsp_ggml_backend_sched`).
