@@ -17,22 +17,22 @@
 //!   place them, planned before anything is touched (galloc.rs).
 //!
 //! Modules, bottom to top (each imports only those before it; this file,
-//! the driver, comes last): `ids` (typed indices, `Rule`), `table` (the
-//! slot table and what registration read), `record` (the recorder of the
-//! questions asked of C), `talloc_model`/`tallocr`/`galloc` (the placement:
-//! ggml-alloc's allocator, its struct read, the plan), `state` (one split
-//! and `Sched`), `probe` (the snapshot, and the one door to C the passes
-//! have), `assign` (the passes), `reuse` (is the last split still
-//! valid), `fit` (growing compute buffers), `cell` (borrows around user
-//! code).
+//! the driver, comes last): `ids` (typed indices, `Rule`), `plan` (the
+//! passes over a snapshot, sealed from C: they see slots, never tensors),
+//! `table` (the slot table and what registration read), `record` (the log
+//! of the questions asked of C), `talloc_model`/`tallocr`/`galloc` (the
+//! placement: ggml-alloc's allocator, its struct read, the plan), `state`
+//! (one split and `Sched`), `probe` (the snapshot, and the planner's door
+//! to C), `reuse` (is the last split still valid), `fit` (growing compute
+//! buffers), `cell` (borrows around user code).
 
 use crate::prelude::*;
 
-mod assign;
 mod cell;
 mod fit;
 mod galloc;
 mod ids;
+mod plan;
 mod probe;
 mod record;
 mod reuse;
@@ -50,6 +50,9 @@ use crate::handle::{tensor_backend, BackendRef};
 use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::ptrmap::PtrMap;
 use ids::BackendIdx;
+use plan::{Refusal, Settings};
+use probe::{CProbe, Registrar};
+use table::{Attempt, Retry};
 
 pub use cell::SchedCell;
 use state::{nanos, PerBackend, State};
@@ -403,6 +406,78 @@ impl Sched {
             let _ = writeln!(out);
             flush(&mut out);
         }
+    }
+}
+
+/// Make a split of `graph` in `st`: snapshot (registration), plan, then
+/// apply (copies, patches, the placement's walk, split views). `user`:
+/// the `set_node_backend` assignments, by tensor address. Returns
+/// whether the plan was lenient (see `plan::Planner`); a graph the planner
+/// refuses aborts naming `func`.
+fn make_split(
+    st: &mut State,
+    backends: &[BackendRef<'_>],
+    settings: Settings<'_>,
+    user: &PtrMap,
+    graph: GraphRef,
+    attempt: &Attempt,
+    func: &str,
+) -> Result<bool, Retry> {
+    Registrar { st, backends, user }.index_graph(graph, attempt, func)?;
+    st.table.accept(attempt)?;
+    let planned = {
+        let (keys, slots) = st.table.parts_mut();
+        // SAFETY: the keys were just registered from `graph` (tensors of
+        // the graph being split, live for the call: C contract), and the
+        // probe lives only for this planning.
+        let mut probe = unsafe { CProbe::new(keys, backends, &mut st.reuse) };
+        plan::plan_split(&mut probe, slots, &st.graph, &st.user_slots, &mut st.plan, settings)
+    };
+    let (notes, planned) = match planned {
+        Ok(p) => (p.notes, Ok(p.lenient)),
+        Err((refusal, notes)) => (notes, Err(refusal)),
+    };
+    for note in notes {
+        crate::platform::errln!("wsp_ggml_backend_sched: {note}");
+    }
+    let lenient = planned.unwrap_or_else(|Refusal(why)| fatal(func, &why));
+    st.make_copies(backends)?;
+    st.patch();
+    st.build_order();
+    st.view_splits(graph);
+    Ok(lenient)
+}
+
+impl Sched {
+    /// Assign every node to a backend and cut the graph into splits; reuse
+    /// the last split when the graph and everything it depends on are
+    /// unchanged.
+    /// Returns whether the split is new (not the last one, reused).
+    pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
+        let same = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
+        let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
+        // (a refit makes the same split in a new table: its slots are new)
+        let reused = same && refit.is_none();
+        if reused {
+            self.reuse_split(graph);
+        } else {
+            let listed = graph.n_nodes() + graph.n_leafs();
+            let mut attempt = self.st.sizing.first_attempt(listed, &self.st.table, refit);
+            let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.measuring };
+            let lenient = loop {
+                match make_split(&mut self.st, &self.backends, settings, &self.user, graph, &attempt, func) {
+                    Ok(lenient) => break lenient,
+                    Err(why) => attempt.retry(why, &self.st.table),
+                }
+                self.st.unpatch();
+            };
+            self.st.sizing.split_made(&self.st.table, listed, refit.is_some());
+            self.st.reuse.valid = self.user.is_empty() && !lenient;
+        }
+        if self.debug {
+            self.print_assignments(graph);
+        }
+        !reused
     }
 }
 

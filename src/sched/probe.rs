@@ -1,102 +1,92 @@
-//! The one door between the passes (assign.rs) and C.
+//! The planner's door to C (the planner, sched/plan, cannot see C).
 //!
 //! A split is made in three steps: a **snapshot** (`Registrar`: every
 //! tensor the split touches gets a table slot, with what registration reads
-//! of it, `Seen`, and the graph's structure in slots), the **passes** over
+//! of it, `Seen`, and the graph's structure in slots), the **plan** over
 //! that snapshot, and the **apply** step (state.rs: copies, patches, the
-//! placement's walk). The passes get no tensor: whatever else they need of
-//! C they ask the [`Probe`], which records every answer that can change the
-//! plan (record.rs) so that a reuse (reuse.rs) can ask them all again. Names
-//! for messages are not recorded: they decide nothing.
+//! placement's walk). Whatever else the planner needs of C it asks the
+//! [`CProbe`] here, which reads C and logs every answer that can change the
+//! plan (record.rs) so that a reuse (reuse.rs) can ask them all again
+//! ([`Again`]). Names for messages are not logged: they decide nothing.
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, Rule, SlotId};
-use super::record::Record;
-use super::state::{NodeInfo, State};
-use super::table::{Attempt, Full, Seen, SlotInfo};
+use super::ids::{BackendIdx, Loc, SlotId};
+use super::plan::{NodeInfo, Probe, SlotInfo};
+use super::record::{Answers, Record};
+use super::state::State;
+use super::table::{Attempt, Full, Seen, Table};
 use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
+use crate::ptrmap::PtrMap;
 
-/// What the passes may ask of C about the split's tensors (by slot) and
-/// backends (by index).
-pub(super) struct Probe<'a> {
+/// The planner's [`Probe`] over a split's table keys (the tensors of its
+/// slots) and the scheduler's backends, logging into `record`.
+pub(super) struct CProbe<'a> {
     keys: &'a [*mut wsp_ggml_tensor],
     backends: &'a [BackendRef<'a>],
-    accepts_all: &'a [bool],
     record: &'a mut Record,
 }
 
-impl<'a> Probe<'a> {
-    /// A probe over a split's table keys (the tensors of its slots), the
-    /// scheduler's backends and whether each accepts every op, recording
-    /// into `record`.
-    ///
+impl<'a> CProbe<'a> {
     /// # Safety
     /// Every key is NULL (an unregistered slot, never asked about) or a
     /// tensor that stays live for as long as the probe is used.
-    pub unsafe fn new(
-        keys: &'a [*mut wsp_ggml_tensor],
-        backends: &'a [BackendRef<'a>],
-        accepts_all: &'a [bool],
-        record: &'a mut Record,
-    ) -> Self {
-        Probe { keys, backends, accepts_all, record }
+    pub unsafe fn new(keys: &'a [*mut wsp_ggml_tensor], backends: &'a [BackendRef<'a>], record: &'a mut Record) -> Self {
+        CProbe { keys, backends, record }
     }
 
     fn tensor(&self, slot: u32) -> TensorRef {
         // SAFETY: a registered slot's key is a live tensor (`new`'s contract).
         unsafe { TensorRef::new(self.keys[slot as usize]) }.expect("a registered slot")
     }
+}
 
-    pub fn n_backends(&self) -> usize {
-        self.backends.len()
+impl Probe for CProbe<'_> {
+    fn nbytes(&mut self, slot: u32) -> usize {
+        let bytes = self.tensor(slot).nbytes();
+        self.record.nbytes(slot, bytes);
+        bytes
     }
 
-    /// Whether every backend accepts every op (no `supports_op` is asked).
-    pub fn all_accept_all(&self) -> bool {
-        self.accepts_all.iter().all(|&a| a)
-    }
-
-    /// The size of tensor `slot` (recorded).
-    pub fn nbytes(&mut self, slot: u32) -> usize {
-        let t = self.tensor(slot);
-        self.record.nbytes(t, slot)
-    }
-
-    /// Whether backend `b` supports tensor `slot`'s op (recorded; a backend
-    /// that accepts every op is not asked).
     #[inline]
-    pub fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
-        let t = self.tensor(slot);
-        self.record.supports(self.backends[b], self.accepts_all[b], b, t, slot)
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+        let yes = self.backends[b].supports_op(self.tensor(slot));
+        self.record.supports(b, slot, yes);
+        yes
     }
 
-    /// Tensor `slot`'s address: what `set_node_backend` assignments are
-    /// keyed by (the table's key, compared by a reuse).
-    pub fn address(&self, slot: u32) -> u64 {
-        self.keys[slot as usize] as usize as u64
-    }
-
-    /// Tensor `slot`'s name, for messages.
-    pub fn name(&self, slot: u32) -> String {
+    fn name(&self, slot: u32) -> String {
         self.tensor(slot).name_lossy()
     }
 
-    /// Tensor `slot`'s op name, for messages.
-    pub fn op_name(&self, slot: u32) -> String {
+    fn op_name(&self, slot: u32) -> String {
         ggml::op_name(self.tensor(slot).op())
     }
 
-    /// Backend `b`'s name, for messages.
-    pub fn backend_name(&self, b: BackendIdx) -> String {
+    fn backend_name(&self, b: BackendIdx) -> String {
         self.backends[b].name_lossy()
     }
 
-    /// The name of the backend whose buffer tensor `slot` is in, for messages.
-    pub fn memory_backend_name(&self, slot: u32) -> String {
+    fn memory_backend_name(&self, slot: u32) -> String {
         crate::handle::tensor_backend(self.tensor(slot)).map_or_else(|| "?".into(), BackendRef::name_lossy)
+    }
+}
+
+/// The logged questions asked again, of the tensors in `table` now.
+pub(super) struct Again<'a> {
+    pub table: &'a Table,
+    pub backends: &'a [BackendRef<'a>],
+}
+
+impl Answers for Again<'_> {
+    fn nbytes(&mut self, slot: u32) -> usize {
+        self.table.tensor(slot).nbytes()
+    }
+
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+        self.backends[b].supports_op(self.table.tensor(slot))
     }
 }
 
@@ -104,6 +94,9 @@ impl<'a> Probe<'a> {
 pub(super) struct Registrar<'a> {
     pub st: &'a mut State,
     pub backends: &'a [BackendRef<'a>],
+    /// `set_node_backend` assignments by tensor address: resolved to the
+    /// slots of the tensors registered (`State::user_slots`).
+    pub user: &'a PtrMap,
 }
 
 impl Registrar<'_> {
@@ -160,7 +153,7 @@ impl Registrar<'_> {
         Ok(slot)
     }
 
-    /// [`Planner::register`] for a graph leaf or node: nearly always its
+    /// [`Registrar::register`] for a graph leaf or node: nearly always its
     /// first sight, so all of it inline.
     #[inline(always)]
     fn register_listed(&mut self, t: TensorRef) -> Result<u32, Full> {
@@ -202,8 +195,12 @@ impl Registrar<'_> {
     fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
         // (the view source's slot is set when it is registered)
         let seen = Seen::read(t, |t| locate(self.backends, t));
-        self.st.table.info[slot as usize] =
-            SlotInfo { assign: None, packed_loc: seen.loc.into(), rule: Rule::Unset, flags: seen.flags, vsrc: None };
+        self.st.table.info[slot as usize] = SlotInfo::registered(seen.loc, seen.flags);
+        if !self.user.is_empty() {
+            if let Some(b) = self.user.get(t.as_ptr() as usize as u64) {
+                self.st.user_slots.insert(u64::from(slot), b);
+            }
+        }
         if !listed {
             self.st.reuse.unlisted.push(slot);
         }

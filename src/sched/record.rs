@@ -1,14 +1,14 @@
-//! The recorder every question the passes ask C goes through (besides
-//! registration's reads, table.rs): each size compared and each
-//! `supports_op` answer, in order, so that a reuse (reuse.rs) can ask them
-//! all again and compare.
+//! The log of a split: every question the planner asked besides
+//! registration's reads (each size compared and each `supports_op` answer)
+//! with its answer, and which tensors registration saw only as sources.
+//! The [`Probe`](super::plan::Probe) implementation (probe.rs) asks C and
+//! writes here; this module never calls C. A reuse (reuse.rs) asks every
+//! logged question again and needs the same answers. Each entry is checked
+//! on its own, so the order in which the planner asked does not matter.
 
 use crate::prelude::*;
 
 use super::ids::BackendIdx;
-use super::table::Table;
-use crate::ggml::TensorRef;
-use crate::handle::BackendRef;
 
 /// A `supports_op` question a plan asked and its answer, in eight bytes
 /// (a plan asks one or more per node): the tensor's slot, the backend and
@@ -21,16 +21,12 @@ impl Supports {
         Supports(u64::from(slot) | (backend.get() as u64) << 32 | u64::from(yes) << 48)
     }
 
-    /// The same question, answered now.
-    fn again(self, backends: &[BackendRef], table: &Table) -> Supports {
-        let (slot, backend) = (self.0 as u32, BackendIdx::new((self.0 >> 32 & 0xffff) as usize));
-        Supports::new(backend, slot, backends[backend].supports_op(table.tensor(slot)))
+    fn parts(self) -> (BackendIdx, u32, bool) {
+        (BackendIdx::new((self.0 >> 32 & 0xffff) as usize), self.0 as u32, self.0 >> 48 != 0)
     }
 }
 
-/// What the last split read besides the table's entries: the questions it
-/// asked (the recorder every such question goes through), and which tensors
-/// it registered only as sources.
+/// What the last split read besides the table's entries.
 #[derive(Default)]
 pub struct Record {
     /// The tables describe a complete split made without user assignments.
@@ -38,10 +34,16 @@ pub struct Record {
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node): checked on their own.
     pub unlisted: Vec<u32>,
-    /// Every `supports_op` question, in the order asked.
+    /// Every `supports_op` question, as asked.
     supports: Vec<Supports>,
-    /// (slot, bytes) of every size compared, in the order asked.
+    /// (slot, bytes) of every size compared, as asked.
     sizes: Vec<(u32, usize)>,
+}
+
+/// Who answers the logged questions again (probe.rs: C, now).
+pub trait Answers {
+    fn nbytes(&mut self, slot: u32) -> usize;
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool;
 }
 
 impl Record {
@@ -58,30 +60,25 @@ impl Record {
         *self = Record::default();
     }
 
-    /// `t`'s size (`t` is registered in `slot`), recorded.
-    pub fn nbytes(&mut self, t: TensorRef, slot: u32) -> usize {
-        let bytes = t.nbytes();
-        self.sizes.push((slot, bytes));
-        bytes
-    }
-
-    /// Whether backend `b` (`backend`) supports `t` (registered in `slot`),
-    /// recorded. A backend that accepts every op (`accepts_all`: our CPU
-    /// backend) is not asked.
+    /// Tensor `slot` was `bytes` large.
     #[inline]
-    pub fn supports(&mut self, backend: BackendRef, accepts_all: bool, b: BackendIdx, t: TensorRef, slot: u32) -> bool {
-        if accepts_all {
-            return true;
-        }
-        let yes = backend.supports_op(t);
-        self.supports.push(Supports::new(b, slot, yes));
-        yes
+    pub fn nbytes(&mut self, slot: u32, bytes: usize) {
+        self.sizes.push((slot, bytes));
     }
 
-    /// Whether every recorded question gets the same answer now.
-    pub fn answers_hold(&self, backends: &[BackendRef], table: &Table) -> bool {
-        self.sizes.iter().all(|&(slot, bytes)| table.tensor(slot).nbytes() == bytes)
-            && self.supports.iter().all(|&q| q.again(backends, table) == q)
+    /// Backend `b` answered `yes` for tensor `slot`.
+    #[inline]
+    pub fn supports(&mut self, b: BackendIdx, slot: u32, yes: bool) {
+        self.supports.push(Supports::new(b, slot, yes));
+    }
+
+    /// Whether every logged question gets the same answer from `now`.
+    pub fn answers_hold(&self, now: &mut impl Answers) -> bool {
+        self.sizes.iter().all(|&(slot, bytes)| now.nbytes(slot) == bytes)
+            && self.supports.iter().all(|q| {
+                let (b, slot, yes) = q.parts();
+                now.supports(b, slot) == yes
+            })
     }
 
     /// Whether the plan compared sizes (tests).

@@ -12,10 +12,11 @@
 //!   (the backend of its buffer) and flags (data set; view op; computed op);
 //!   for the graph, the same leafs and nodes in the same order, each node
 //!   with the same sources;
-//! - at the read, the rest: every question a pass asked C besides
-//!   registration's reads goes through one recorder (record.rs, `Record`): each size
-//!   a pass compared and each `supports_op` answer. Reuse asks every
-//!   recorded question again, in the same order, and needs the same answers.
+//! - at the read, the rest: every question the planner asked C besides
+//!   registration's reads is in one log (record.rs, `Record`, written by
+//!   the probe, probe.rs): each size a pass compared and each `supports_op`
+//!   answer. Reuse asks every logged question again and needs the same
+//!   answers.
 //!   The passes are deterministic in what registration read and in these
 //!   answers, so equal answers mean an equal plan: there is no model of
 //!   which questions the passes would ask;
@@ -27,7 +28,7 @@
 //! patches the graph's sources again.
 
 use super::ids::Loc;
-use super::probe::locate;
+use super::probe::{locate, Again};
 use super::state::Sched;
 use super::state::{refresh_copy, State};
 use super::table::Seen;
@@ -93,7 +94,7 @@ impl State {
         if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot)) {
             return false;
         }
-        st.reuse.answers_hold(backends, &st.table)
+        st.reuse.answers_hold(&mut Again { table: &st.table, backends })
     }
 }
 

@@ -7,98 +7,30 @@ use crate::prelude::*;
 use core::ffi::CStr;
 
 use super::galloc;
-use super::ids::{self, BackendIdx, Rule, SlotId};
+use super::ids::{self, Rule, SlotId};
+use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
 use super::table;
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{BackendRef, OwnedBuffer};
 use crate::ptrmap::PtrMap;
 
-/// A run of consecutive graph nodes computed on one backend.
-#[derive(Clone, Debug)]
-pub(super) struct Split {
-    pub(super) backend: BackendIdx,
-    pub(super) i_start: usize,
-    pub(super) i_end: usize,
-    /// Range in `State::inputs`.
-    pub(super) inputs: core::ops::Range<usize>,
-}
-
-/// One graph node: its slot, its view source's slot, and where its
-/// sources' slots end in `State::srcs` (they start where the previous
-/// node's end; ggml stops at the first NULL source). Whether it is a view
-/// op is in its slot's flags.
-#[derive(Clone, Copy)]
-pub(super) struct NodeInfo {
-    pub(super) slot: u32,
-    pub(super) vsrc: Option<SlotId>,
-    pub(super) srcs_end: u32,
-}
-
-/// An input copy in use: the tensor it copies, on which backend, and the
-/// last split that listed it as an input.
-#[derive(Clone, Copy)]
-pub(super) struct CopyOf {
-    pub(super) src: u32,
-    pub(super) backend: BackendIdx,
-    /// The last split that listed it as an input (dedupes a split's inputs:
-    /// all of them are copies to the split's backend, so one per copy suffices).
-    pub(super) last_split: Option<u32>,
-    /// Its table slot (once made).
-    pub(super) slot: Option<SlotId>,
-}
-
-impl CopyOf {
-    /// The copy's slot (it is made once the plan is applied).
-    pub(super) fn made(&self) -> u32 {
-        self.slot.expect("input copies are made before the placement").get()
-    }
-}
-
-/// A graph `src` slot redirected to an input copy during the compute.
-#[derive(Clone, Copy)]
-pub(super) struct Patch {
-    /// The node's slot, and which of its sources.
-    pub(super) node: u32,
-    pub(super) j: usize,
-    /// Index of that source in `GraphSlots::srcs` (the source's slot is there).
-    pub(super) k: u32,
-    pub(super) copy: u32,
-}
-
-/// The graph sources a split redirects to its input copies, and whether
-/// they are redirected right now. Dropped while they are, it gives the
-/// graph its sources back: the caller's graph never keeps pointers into the
-/// scheduler's copies.
+/// The graph sources a split redirects to its input copies, while they are
+/// redirected: (node, source index, original source) of each. Dropped
+/// while they are, it gives the graph its sources back: the caller's graph
+/// never keeps pointers into the scheduler's copies.
 #[derive(Default)]
-pub(super) struct Patches {
-    pub(super) list: Vec<Patch>,
-    /// While applied: (node, source index, original source) of each
-    /// redirection, resolved from the slots when applied.
-    pub(super) applied: Vec<(TensorRef, usize, TensorRef)>,
+pub(super) struct Redirections {
+    applied: Vec<(TensorRef, usize, TensorRef)>,
 }
 
-impl Patches {
-    pub(super) fn push(&mut self, p: Patch) {
-        debug_assert!(self.applied.is_empty(), "planned before they are applied");
-        self.list.push(p);
-    }
-
-    pub(super) fn clear(&mut self) {
-        debug_assert!(self.applied.is_empty(), "the graph's sources are given back first");
-        self.list.clear();
-    }
-
-    pub(super) fn iter(&self) -> core::slice::Iter<'_, Patch> {
-        self.list.iter()
-    }
-
-    /// Point the graph's sources at their input copies (slots resolved
-    /// through `table`, sources' slots in `srcs`).
-    pub(super) fn apply(&mut self, table: &table::Table, srcs: &[u32], copies: &CopyTensors) {
+impl Redirections {
+    /// Point the graph's sources at their input copies as `patches` says
+    /// (slots resolved through `table`, sources' slots in `srcs`).
+    pub(super) fn apply(&mut self, patches: &[Patch], table: &table::Table, srcs: &[u32], copies: &CopyTensors) {
         debug_assert!(self.applied.is_empty(), "applied once");
-        self.applied.reserve_exact(self.list.len());
-        for p in &self.list {
+        self.applied.reserve_exact(patches.len());
+        for p in patches {
             let (node, original) = (table.tensor(p.node), table.tensor(srcs[p.k as usize]));
             node.set_src(p.j, copies.get(p.copy as usize));
             self.applied.push((node, p.j, original));
@@ -111,21 +43,26 @@ impl Patches {
             node.set_src(j, original);
         }
     }
+
+    /// Whether the graph's sources point at copies now.
+    pub(super) fn is_applied(&self) -> bool {
+        !self.applied.is_empty()
+    }
 }
 
-impl Drop for Patches {
+impl Drop for Redirections {
     fn drop(&mut self) {
         self.undo();
     }
 }
 
-/// One split of one graph, in three stages (`assign::make_split`):
+/// One split of one graph, in three stages (`make_split`, mod.rs):
 /// - **snapshot** (probe.rs, `Registrar`): every tensor the passes or the
 ///   allocation touch gets a table slot, with what the passes read of it
 ///   (`table.info`: location, flags, view source); `graph` gives the
 ///   graph's structure in slots;
-/// - **plan** (the passes, assign.rs, through a `Probe` that records their
-///   questions in `reuse`): a backend and rule per slot (`table.info`) and
+/// - **plan** (the passes, sched/plan, sealed from C: they ask the rest
+///   through a `Probe`, whose C implementation logs the answers in `reuse`): a backend and rule per slot (`table.info`) and
 ///   `plan`: the splits, their inputs, the copies they need and the graph
 ///   sources to redirect;
 /// - **apply** (here): the copies made (`copies`), the sources patched, the
@@ -142,7 +79,7 @@ impl Drop for Patches {
 ///   split's (input slot, copy index), each copy once per split;
 /// - `copy_of[c]` describes `copies[c]` for every copy in use, and
 ///   `copy_index` maps (slot, backend) to it;
-/// - `patches.applied` is true exactly while the graph's sources point at
+/// - `redirected` is applied exactly while the graph's sources point at
 ///   copies.
 ///
 /// Kept between computes: when the next graph is the same (every record
@@ -154,6 +91,11 @@ pub(super) struct State {
     pub(super) graph: GraphSlots,
     /// What the passes decided besides each slot's backend.
     pub(super) plan: SplitPlan,
+    /// `set_node_backend` assignments of the split's tensors, by slot
+    /// (resolved at registration, for the planner).
+    pub(super) user_slots: PtrMap,
+    /// The graph's sources redirected to the copies, while they are.
+    pub(super) redirected: Redirections,
     /// Input copies (graph nodes point at them). Reused across computes.
     pub(super) copies: CopyTensors,
     /// One graph view per split, handed to the backend's graph_compute.
@@ -165,41 +107,6 @@ pub(super) struct State {
     /// The record of every tensor the split read, and the supports_op
     /// answers it used, to know whether it still holds (see reuse.rs).
     pub(super) reuse: record::Record,
-}
-
-/// The graph's structure in table slots, read once by registration
-/// (probe.rs): the passes read the graph only through it.
-#[derive(Default)]
-pub(super) struct GraphSlots {
-    /// (slot, view source slot) of every graph leaf.
-    pub(super) leafs: Vec<(u32, Option<SlotId>)>,
-    pub(super) nodes: Vec<NodeInfo>,
-    /// Source slots of all nodes, back to back (see NodeInfo).
-    pub(super) srcs: Vec<u32>,
-}
-
-impl GraphSlots {
-    /// Sources of node `i` (their positions in `srcs`).
-    #[inline]
-    pub(super) fn node_srcs(&self, i: usize) -> core::ops::Range<usize> {
-        let start = if i == 0 { 0 } else { self.nodes[i - 1].srcs_end as usize };
-        start..self.nodes[i].srcs_end as usize
-    }
-}
-
-/// What the passes decide besides each slot's backend (`SlotInfo::assign`):
-/// the splits, their inputs, the copies they need and the sources to
-/// redirect to them.
-#[derive(Default)]
-pub(super) struct SplitPlan {
-    pub(super) splits: Vec<Split>,
-    /// (input tensor slot, copy index) for every split, in split order.
-    pub(super) inputs: Vec<(u32, u32)>,
-    /// What each copy in use copies (indexed like `State::copies`).
-    pub(super) copy_of: Vec<CopyOf>,
-    /// Index in `copy_of` of the copy of (tensor slot, backend).
-    pub(super) copy_index: PtrMap,
-    pub(super) patches: Patches,
 }
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
@@ -272,15 +179,11 @@ impl State {
     /// Forget the split (not the memory): the one way to clear it, before
     /// a new one and on `reset`. The sources must be given back first.
     pub(super) fn clear_split(&mut self) {
+        debug_assert!(!self.redirected.is_applied(), "the graph's sources are given back first");
         self.reuse.clear();
-        self.graph.leafs.clear();
-        self.graph.nodes.clear();
-        self.graph.srcs.clear();
-        self.plan.copy_index.clear(0);
-        self.plan.copy_of.clear();
-        self.plan.splits.clear();
-        self.plan.inputs.clear();
-        self.plan.patches.clear();
+        self.graph.clear();
+        self.plan.clear();
+        self.user_slots.clear(0);
         self.split_graphs.clear();
         self.order.clear();
     }
@@ -296,7 +199,7 @@ impl State {
         order.srcs.reserve_exact(self.graph.srcs.len() + 2 * self.plan.inputs.len());
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.graph.srcs);
-        for p in self.plan.patches.iter() {
+        for p in &self.plan.patches {
             order.srcs[p.k as usize] = self.plan.copy_of[p.copy as usize].made();
         }
         for split in &self.plan.splits {
@@ -349,12 +252,12 @@ impl State {
 
     /// Point graph sources at their input copies.
     pub(super) fn patch(&mut self) {
-        self.plan.patches.apply(&self.table, &self.graph.srcs, &self.copies);
+        self.redirected.apply(&self.plan.patches, &self.table, &self.graph.srcs, &self.copies);
     }
 
     /// Give the graph its sources back.
     pub(super) fn unpatch(&mut self) {
-        self.plan.patches.undo();
+        self.redirected.undo();
     }
 }
 

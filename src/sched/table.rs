@@ -9,24 +9,9 @@
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, PackedLoc, Rule, SlotId};
+use super::ids::Loc;
+use super::plan::SlotInfo;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
-
-/// What a compute knows about one tensor, next to its key: what the passes
-/// read of it (`loc`, `vsrc`, `flags`, read once when it is registered) and
-/// what they decide (`assign`, `rule`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct SlotInfo {
-    /// The backend the tensor is assigned to.
-    pub assign: Option<BackendIdx>,
-    /// Where its memory is (see [`SlotInfo::loc`]).
-    pub packed_loc: PackedLoc,
-    pub rule: Rule,
-    /// [`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`], [`SlotInfo::COMPUTED`].
-    pub flags: u8,
-    /// Slot of its view source (registered with it).
-    pub vsrc: Option<SlotId>,
-}
 
 /// What registration reads of a tensor, and a reuse reads again: its view
 /// source, its flags and where its memory is. The table keeps it in the
@@ -43,50 +28,26 @@ impl Seen {
     /// Read `t` now; `locate` finds the backend of its buffer.
     #[inline]
     pub fn read(t: TensorRef, locate: impl FnOnce(TensorRef) -> Loc) -> Seen {
-        Seen { view_src: t.get().view_src, flags: SlotInfo::flags_of(t), loc: locate(t) }
+        Seen { view_src: t.get().view_src, flags: flags_of(t), loc: locate(t) }
     }
 }
 
-// The table holds one per tensor: the typed fields take no more room than
-// the integers with sentinels they replaced.
-const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
-
-impl SlotInfo {
-    const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: None };
-    /// `data` is set.
-    pub const HAS_DATA: u8 = 1;
-    /// Its op is a view op (RESHAPE, VIEW, PERMUTE, TRANSPOSE).
-    pub const VIEW_OP: u8 = 2;
-    /// Its op computes something (not NONE, not a view op).
-    pub const COMPUTED: u8 = 4;
-
-    /// The flags of `t`.
-    #[inline]
-    pub fn flags_of(t: TensorRef) -> u8 {
-        let g = t.get();
-        let view = crate::ggml::is_view_op(g.op);
-        let mut f = 0;
-        if !g.data.is_null() {
-            f |= Self::HAS_DATA;
-        }
-        if view {
-            f |= Self::VIEW_OP;
-        } else if g.op != crate::ggml::WSP_GGML_OP_NONE {
-            f |= Self::COMPUTED;
-        }
-        f
+/// The flags of `t` ([`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`],
+/// [`SlotInfo::COMPUTED`]).
+#[inline]
+pub(super) fn flags_of(t: TensorRef) -> u8 {
+    let g = t.get();
+    let view = crate::ggml::is_view_op(g.op);
+    let mut f = 0;
+    if !g.data.is_null() {
+        f |= SlotInfo::HAS_DATA;
     }
-
-    /// Where the tensor's memory is: the backend of its buffer.
-    #[inline]
-    pub fn loc(&self) -> Loc {
-        self.packed_loc.get()
+    if view {
+        f |= SlotInfo::VIEW_OP;
+    } else if g.op != crate::ggml::WSP_GGML_OP_NONE {
+        f |= SlotInfo::COMPUTED;
     }
-
-    #[inline]
-    pub fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
+    f
 }
 
 /// The table ran out of room for this graph; the caller starts over with a

@@ -1,13 +1,16 @@
-//! Unit tests of the passes (assign.rs), without a scheduler and without
+//! Unit tests of a split made from C structs (registration, the passes,
+//! apply, reuse) and of the placement (galloc.rs), without a scheduler and without
 //! ggml: tensors, graphs, buffers and backends are plain structs made here,
-//! and the few ggml functions the passes reach are stubbed below.
+//! and the few ggml functions reached are stubbed below. The passes alone
+//! are tested without C (plan/tests.rs).
 
 use crate::ptrmap::PtrMap;
 use core::ffi::{c_char, c_int, c_void};
 
-use super::assign::{make_split, PlanInputs};
 use super::galloc::{Arena, Galloc, TooSmall};
 use super::ids::Rule;
+use super::make_split;
+use super::plan::Settings;
 use super::state::State;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, zeroed_tensor, GraphRef, WSP_GGML_OP_VIEW};
 use crate::handle::BackendRef;
@@ -18,9 +21,6 @@ use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_buffer, wsp_ggml_backend_buf
 const OP_ADD: c_int = 2;
 const OP_MUL: c_int = 6;
 const OP_MUL_MAT: c_int = 23;
-const OP_SCALE: c_int = 25;
-const OP_CPY: c_int = 27;
-const OP_CONT: c_int = 28;
 const OP_UNARY: c_int = 57;
 
 // --- stubs of the ggml functions the passes reach (f32 tensors only) -----
@@ -48,7 +48,7 @@ extern "C" fn wsp_ggml_op_name(op: c_int) -> *const c_char {
     match op {
         OP_ADD => c"ADD".as_ptr(),
         OP_MUL => c"MUL".as_ptr(),
-        57 => c"UNARY".as_ptr(),
+        OP_UNARY => c"UNARY".as_ptr(),
         _ => c"op".as_ptr(),
     }
 }
@@ -209,9 +209,9 @@ fn plan(w: &mut World, user: &PtrMap) -> State {
     let listed = w.nodes.len() + w.leafs.len();
     let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
     let accepts_all = vec![false; backends.len()];
-    let inputs = PlanInputs { backends: &backends, accepts_all: &accepts_all, user, debug: false, measuring: false };
+    let settings = Settings { accepts_all: &accepts_all, debug: false, measuring: false };
     loop {
-        match make_split(&mut st, &inputs, graph, &attempt, "test") {
+        match make_split(&mut st, &backends, settings, user, graph, &attempt, "test") {
             Ok(_) => return st,
             Err(why) => {
                 attempt.retry(why, &st.table);
@@ -235,50 +235,6 @@ fn splits(st: &State) -> Vec<(u16, usize, usize, usize)> {
 }
 
 #[test]
-fn pass1_leafs_and_nodes_go_where_their_memory_is() {
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    let wa = w.leaf(8, Some(0));
-    let xb = w.leaf(8, Some(1));
-    let dst = w.tensor(8, Some(1)); // a node already in B's buffer
-    let n0 = w.node(OP_ADD, 8, &[wa, xb]);
-    edit(dst, |t| {
-        t.op = OP_MUL;
-        t.src[0] = n0;
-    });
-    w.nodes.push(dst);
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, wa), (0, Rule::Leaf));
-    assert_eq!(assigned(&st, xb), (1, Rule::Leaf));
-    // equal sizes: the source with the better priority (A) wins
-    assert_eq!(assigned(&st, n0), (0, Rule::Src(0)));
-    assert_eq!(assigned(&st, dst), (1, Rule::Dst));
-}
-
-#[test]
-fn the_source_rule_prefers_priority_only_at_least_as_large() {
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    let small_a = w.leaf(4, Some(0));
-    let big_b = w.leaf(64, Some(1));
-    let n = w.node(OP_MUL_MAT, 4, &[big_b, small_a]);
-    let st = plan(&mut w, &PtrMap::new());
-    // A has the better priority but its source is smaller: B's stays
-    assert_eq!(assigned(&st, n), (1, Rule::Src(0)));
-}
-
-#[test]
-fn pass2_and_pass3_follow_sources_then_consumers() {
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    let free = w.leaf(8, None); // no memory, no rule: its consumer's
-    let wb = w.leaf(8, Some(1));
-    let n0 = w.node(OP_ADD, 8, &[wb, wb]);
-    let n1 = w.node(OP_MUL, 8, &[n0, free]);
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, n1), (1, Rule::Pass2Src(0)));
-    assert_eq!(assigned(&st, free), (1, Rule::FromConsumer));
-    assert_eq!(splits(&st), vec![(1, 0, 2, 0)]);
-}
-
-#[test]
 fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     let mut w = World::with_backends(&[c"A", c"B"]);
     let wa = w.leaf(8, Some(0));
@@ -299,107 +255,6 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     st.unpatch();
     // SAFETY: as above.
     assert_eq!(unsafe { (*n1).src[1] }, n0, "the graph's sources are given back");
-}
-
-#[test]
-fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    w.reject(0, OP_MUL_MAT);
-    let wa = w.leaf(8, Some(0));
-    let n0 = w.node(OP_ADD, 8, &[wa, wa]);
-    let n1 = w.node(OP_MUL_MAT, 8, &[n0, n0]);
-    let n2 = w.node(OP_ADD, 8, &[n1, n1]);
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, n0).0, 0);
-    assert_eq!(assigned(&st, n1), (1, Rule::Unsupported));
-    // moves come after pass 2: the node after it keeps the backend its
-    // source had then, and gets a copy of the moved result
-    assert_eq!(assigned(&st, n2), (0, Rule::Pass2Src(0)));
-    assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 2, 1), (0, 2, 3, 1)]);
-}
-
-/// Issue 23's shape: backends [A, X, B, C]; X supports every op. A node
-/// computed on C (CONT, which only C and X accept) gets an in-place node
-/// (`inplace`) that C rejects. The chain (the CONT and everything in its
-/// memory) moves to the first backend after C that accepts all of it: X,
-/// not A, which accepts the in-place op but not the CONT. Each in-place
-/// family: unary, scale, add, and a copy into a fresh tensor.
-#[test]
-fn an_in_place_chain_moves_whole_to_a_backend_that_supports_every_op() {
-    for (what, op) in [("unary", OP_UNARY), ("scale", OP_SCALE), ("add", OP_ADD), ("cpy", OP_CPY)] {
-        let mut w = World::with_backends(&[c"A", c"X", c"B", c"C"]);
-        w.reject(0, OP_CONT);
-        w.reject(0, OP_MUL_MAT);
-        w.reject(2, OP_CONT);
-        w.reject(3, op);
-        let wc = w.leaf(8, Some(3));
-        let cont = w.node(OP_CONT, 8, &[wc]);
-        let inplace = if op == OP_CPY {
-            // a cpy of the CONT into a fresh tensor: the cpy works in the
-            // fresh tensor's memory, and the second cpy (C rejects it too,
-            // A would not) in the same
-            let fresh = w.leaf(8, None);
-            let c1 = w.node(OP_CPY, 8, &[cont, fresh]);
-            edit(c1, |t| t.view_src = fresh);
-            c1
-        } else {
-            let n = w.node(op, 8, &[cont, wc]);
-            edit(n, |t| t.view_src = cont);
-            n
-        };
-        // a second node in the same memory, which A rejects
-        let second = w.node(OP_MUL_MAT, 8, &[inplace, wc]);
-        edit(second, |t| t.view_src = inplace);
-        let after = w.node(OP_MUL, 8, &[second, wc]);
-        let st = plan(&mut w, &PtrMap::new());
-        let on = |t| assigned(&st, t).0;
-        if op == OP_CPY {
-            assert_eq!(on(cont), 3, "{what}: the CONT stays on C (its memory is not the chain's)");
-        } else {
-            assert_eq!(on(cont), 1, "{what}: the CONT moves with its chain to X");
-        }
-        assert_eq!((on(inplace), on(second)), (1, 1), "{what}: the chain is on X, which supports all of it");
-        assert_eq!(on(after), 3, "{what}: the node after the chain keeps its backend");
-        for (t, name) in [(cont, "cont"), (inplace, "in-place node"), (second, "second in-place node"), (after, "after")] {
-            let b = on(t) as usize;
-            // SAFETY: our own tensor and context.
-            let rejected = unsafe { (*w.contexts[b]).rejects.contains(&(*t).op) };
-            assert!(!rejected, "{what}: the {name} is on a backend that rejects it");
-        }
-    }
-}
-
-#[test]
-fn user_assignments_apply_to_fresh_nodes_not_to_views() {
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    let wa = w.leaf(8, Some(0));
-    let n0 = w.node(OP_ADD, 8, &[wa, wa]);
-    let v = w.view(n0, 4);
-    let n1 = w.node(OP_MUL, 4, &[v, v]);
-    let mut user = PtrMap::new();
-    user.insert(n0 as usize as u64, 1);
-    user.insert(v as usize as u64, 0);
-    let st = plan(&mut w, &user);
-    assert_eq!(assigned(&st, n0), (1, Rule::User));
-    // the view works in n0's memory: it stays with it
-    assert_eq!(assigned(&st, v).0, 1);
-    assert_ne!(assigned(&st, v).1, Rule::User);
-    assert_eq!(assigned(&st, n1).0, 1);
-}
-
-#[test]
-fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
-    let mut w = World::with_backends(&[c"A"]);
-    let wa = w.leaf(8, Some(0));
-    w.node(OP_ADD, 8, &[wa, wa]);
-    let host = w.leaf(8, None);
-    // SAFETY: our own tensor: plain host memory (data, no buffer).
-    unsafe { (*host).data = addr(0x2000) };
-    let v = w.view(host, 4);
-    // SAFETY: as above: a view whose data the caller set.
-    unsafe { (*v).data = addr(0x2000) };
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, v).0, NO_BACKEND);
 }
 
 /// The world's graph was planned into `st` (and given back): whether the
@@ -449,25 +304,6 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         change(&mut w, [wa, xb, n0, n1]);
         assert_eq!(still_valid(&mut w, &mut st), holds, "reuse after changing {what}");
     }
-}
-
-#[test]
-fn an_in_place_node_follows_memory_that_pass3_places() {
-    // a has no memory: its first consumer (n1, on B) places it in pass 3.
-    // n2 computes in place on a: it must run on B too, whatever its other
-    // source (w0 on A) said in pass 1.
-    let mut w = World::with_backends(&[c"A", c"B"]);
-    let a = w.leaf(8, None);
-    let w0 = w.leaf(8, Some(0));
-    let w1 = w.leaf(8, Some(1));
-    let n1 = w.node(OP_MUL_MAT, 8, &[w1, a]);
-    let n2 = w.node(OP_ADD, 8, &[a, w0]);
-    // SAFETY: our own tensor: add_inplace's result is a view of a.
-    unsafe { (*n2).view_src = a };
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, n1).0, 1);
-    assert_eq!(assigned(&st, a), (1, Rule::FromConsumer));
-    assert_eq!(assigned(&st, n2), (1, Rule::FollowsMemory));
 }
 
 // --- the allocation (galloc.rs) over the passes' result ---------------------

@@ -1,21 +1,59 @@
-//! Backend assignment and graph splitting: the original's four passes, run
-//! over a slot-indexed copy of the graph (each tensor is hashed once per
-//! split, when the graph is indexed; the passes only index arrays). The
-//! passes hold no tensor: they read the snapshot (`SlotInfo`, `GraphSlots`)
-//! and ask everything else through the [`Probe`] (probe.rs), which records
-//! what a reuse must ask again.
+//! The planner: the original's four passes, run over one split's snapshot
+//! (each tensor was hashed once, when the graph was registered; the passes
+//! only index arrays). Sealed from C: it sees slots and backend indices,
+//! never a tensor or an address. What registration read is in the snapshot
+//! ([`SlotInfo`], [`GraphSlots`]); anything else it asks the [`Probe`],
+//! whose implementation (sched/probe.rs) reads C and logs each answer for a
+//! reuse to ask again. A plan the original would stop on is a [`Refusal`],
+//! which the driver turns into the abort. `scripts/layers` keeps the seal:
+//! this module imports only the typed ids, `ptrmap` and `prelude`.
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, Rule, SlotId};
-use super::probe::{Probe, Registrar};
-use super::state::{CopyOf, GraphSlots, NodeInfo, Patch, Sched, Split, SplitPlan, State};
-use super::table::{Attempt, Retry, SlotInfo};
 use crate::ptrmap::PtrMap;
+use crate::sched::ids::{BackendIdx, Loc, Rule, SlotId};
 
-use crate::fatal::fatal;
-use crate::ggml::GraphRef;
-use crate::handle::BackendRef;
+pub(in crate::sched) mod snapshot;
+#[cfg(test)]
+mod tests;
+
+pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, SlotInfo, Split, SplitPlan};
+
+/// What the planner may ask about the split's tensors (by slot) and the
+/// scheduler's backends (by index) besides what registration read. The
+/// answers to `nbytes` and `supports` decide the plan, so an
+/// implementation logs them (a reuse asks them again); names are for
+/// messages and decide nothing.
+pub(in crate::sched) trait Probe {
+    /// The size of tensor `slot` in bytes (`wsp_ggml_nbytes`).
+    fn nbytes(&mut self, slot: u32) -> usize;
+    /// Whether backend `b`'s `supports_op` accepts tensor `slot`.
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool;
+    /// Tensor `slot`'s name.
+    fn name(&self, slot: u32) -> String;
+    /// Tensor `slot`'s op name.
+    fn op_name(&self, slot: u32) -> String;
+    /// Backend `b`'s name.
+    fn backend_name(&self, b: BackendIdx) -> String;
+    /// The name of the backend whose buffer holds tensor `slot` ("?" if none).
+    fn memory_backend_name(&self, slot: u32) -> String;
+}
+
+/// A graph the plan cannot be made for, with the reason (the driver aborts
+/// with it, naming the function called).
+#[derive(Debug, PartialEq, Eq)]
+pub(in crate::sched) struct Refusal(pub String);
+
+/// What a split is planned with besides the snapshot.
+#[derive(Clone, Copy)]
+pub(in crate::sched) struct Settings<'a> {
+    /// Whether each backend accepts every op (its `supports_op` is never asked).
+    pub accepts_all: &'a [bool],
+    /// Explain what is not applied (`WSP_GGML_SCHED_DEBUG`), in `Planner::notes`.
+    pub debug: bool,
+    /// Planning for `init_measure`/`reserve` (see `Planner::lenient`).
+    pub measuring: bool,
+}
 
 /// The best candidate of the original's source rule: a source wins if its
 /// backend has a better priority *and* it is at least as large as the current
@@ -39,7 +77,7 @@ struct Chains {
 }
 
 impl Chains {
-    fn build(&mut self, p: &Planner<'_>) {
+    fn build<P: Probe>(&mut self, p: &Planner<'_, P>) {
         self.built = true;
         for n in &p.graph.nodes {
             if let Some(vs) = n.vsrc.filter(|_| !p.view_op(n.slot)) {
@@ -60,64 +98,52 @@ impl Chains {
 
 /// The passes, over one split's snapshot: per slot what registration read
 /// and the backend and rule they give it (`slots`), the graph in slots, and
-/// what they decide besides (`plan`); C only through the probe.
-pub(super) struct Planner<'a> {
-    pub probe: Probe<'a>,
-    pub slots: &'a mut [SlotInfo],
-    pub graph: &'a GraphSlots,
-    pub plan: &'a mut SplitPlan,
-    pub user: &'a PtrMap,
-    pub debug: bool,
-    /// Planning for `init_measure`/`reserve`: only sizes come of it, so
-    /// what the original let through there is let through (see `lenient`).
-    pub measuring: bool,
+/// what they decide besides (`plan`); anything else through the probe.
+pub(in crate::sched) struct Planner<'a, P: Probe> {
+    probe: &'a mut P,
+    slots: &'a mut [SlotInfo],
+    graph: &'a GraphSlots,
+    plan: &'a mut SplitPlan,
+    /// `set_node_backend` assignments of the split's tensors, by slot.
+    user: &'a PtrMap,
+    settings: Settings<'a>,
     /// Set when a measure plan let something through that a compute would
-    /// refuse: such a split is not reused.
+    /// refuse: such a split is not reused. (Planning for
+    /// `init_measure`/`reserve`, only sizes come of it, so what the
+    /// original let through there is let through.)
+    lenient: bool,
+    /// What was not applied, and why (only with `Settings::debug`).
+    notes: Vec<String>,
+}
+
+/// What planning a split gave besides the plan itself.
+pub(in crate::sched) struct Planned {
+    /// See `Planner::lenient`.
     pub lenient: bool,
+    /// Debug notes to print (`Settings::debug`), also on a refusal.
+    pub notes: Vec<String>,
 }
 
-/// What a split is planned with besides the graph: the scheduler's
-/// backends (and which accept every op), user assignments and switches.
-pub(super) struct PlanInputs<'a> {
-    pub backends: &'a [BackendRef<'a>],
-    pub accepts_all: &'a [bool],
-    pub user: &'a PtrMap,
-    pub debug: bool,
-    pub measuring: bool,
+/// Plan the split of the graph in `graph` (registered in `slots`), with
+/// the `set_node_backend` assignments `user` (value: backend index, key:
+/// slot): give each slot a backend and a rule, and fill `plan` (cleared by
+/// the caller). `Err` carries the notes made before the refusal.
+pub(in crate::sched) fn plan_split<P: Probe>(
+    probe: &mut P,
+    slots: &mut [SlotInfo],
+    graph: &GraphSlots,
+    user: &PtrMap,
+    plan: &mut SplitPlan,
+    settings: Settings<'_>,
+) -> Result<Planned, (Refusal, Vec<String>)> {
+    let mut p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
+    match p.run() {
+        Ok(()) => Ok(Planned { lenient: p.lenient, notes: p.notes }),
+        Err(r) => Err((r, p.notes)),
+    }
 }
 
-/// Make a split of `graph` in `st`: snapshot (registration), the passes,
-/// then apply (copies, patches, the placement's walk, split views).
-/// Returns whether the plan was lenient (see `Planner::lenient`).
-pub(super) fn make_split(st: &mut State, inputs: &PlanInputs<'_>, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
-    Registrar { st, backends: inputs.backends }.index_graph(graph, attempt, func)?;
-    st.table.accept(attempt)?;
-    let lenient = {
-        let (keys, slots) = st.table.parts_mut();
-        let mut p = Planner {
-            // SAFETY: the keys were just registered from `graph` (tensors of
-            // the graph being split, live for the call: C contract), and the
-            // probe lives only for this planning.
-            probe: unsafe { Probe::new(keys, inputs.backends, inputs.accepts_all, &mut st.reuse) },
-            slots,
-            graph: &st.graph,
-            plan: &mut st.plan,
-            user: inputs.user,
-            debug: inputs.debug,
-            measuring: inputs.measuring,
-            lenient: false,
-        };
-        p.run(func);
-        p.lenient
-    };
-    st.make_copies(inputs.backends)?;
-    st.patch();
-    st.build_order();
-    st.view_splits(graph);
-    Ok(lenient)
-}
-
-impl Planner<'_> {
+impl<P: Probe> Planner<'_, P> {
     /// The facts of tensor `slot` read when it was registered.
     #[inline]
     fn info(&self, slot: u32) -> SlotInfo {
@@ -169,7 +195,7 @@ impl Planner<'_> {
 
     #[cold]
     fn applicable_user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
-        let b = BackendIdx::new(self.user.get(self.probe.address(slot))? as usize);
+        let b = BackendIdx::new(self.user.get(u64::from(slot))? as usize);
         let why = if self.loc(slot).in_buffer() || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc.is_some() {
@@ -179,12 +205,9 @@ impl Planner<'_> {
         } else {
             return Some(b);
         };
-        if self.debug {
-            crate::platform::errln!(
-                "wsp_ggml_backend_sched: set_node_backend('{}', '{}') not applied: {why}",
-                self.probe.name(slot),
-                self.probe.backend_name(b)
-            );
+        if self.settings.debug {
+            let note = format!("set_node_backend('{}', '{}') not applied: {why}", self.probe.name(slot), self.probe.backend_name(b));
+            self.notes.push(note);
         }
         None
     }
@@ -198,13 +221,13 @@ impl Planner<'_> {
     /// probe (recorded): every `supports_op` question of the passes.
     #[inline]
     fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
-        self.probe.supports(b, slot)
+        self.settings.accepts_all[b] || self.probe.supports(b, slot)
     }
 
     /// The next backend after `a` in priority order (wrapping around) that
     /// supports tensor `slot`.
     fn next_supporting(&mut self, a: BackendIdx, slot: u32) -> Option<BackendIdx> {
-        let n = self.probe.n_backends();
+        let n = self.settings.accepts_all.len();
         (1..n).map(|d| BackendIdx::new((a.get() + d) % n)).find(|&b| self.supports(b, slot))
     }
 
@@ -226,20 +249,17 @@ impl Planner<'_> {
     }
 
     /// The backend of location `loc` (in a buffer) of tensor `slot`,
-    /// aborting if it is a backend the scheduler does not have (the original
+    /// refused if it is a backend the scheduler does not have (the original
     /// indexed out of bounds).
-    fn known(&self, loc: Loc, slot: u32, func: &str) -> BackendIdx {
+    fn known(&self, loc: Loc, slot: u32) -> Result<BackendIdx, Refusal> {
         if let Loc::At(b) = loc {
-            return b;
+            return Ok(b);
         }
         let backend = self.probe.memory_backend_name(slot);
-        fatal(
-            func,
-            &format!(
-                "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
-                self.probe.name(slot)
-            ),
-        );
+        Err(Refusal(format!(
+            "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
+            self.probe.name(slot)
+        )))
     }
 
     /// Sources of node `i` (their positions in `GraphSlots::srcs`).
@@ -255,63 +275,19 @@ impl Planner<'_> {
     }
 }
 
-impl Sched {
-    /// Assign every node to a backend and cut the graph into splits; reuse
-    /// the last split when the graph and everything it depends on are
-    /// unchanged.
-    /// Returns whether the split is new (not the last one, reused).
-    pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
-        let same = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
-        let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
-        // (a refit makes the same split in a new table: its slots are new)
-        let reused = same && refit.is_none();
-        if reused {
-            self.reuse_split(graph);
-        } else {
-            let listed = graph.n_nodes() + graph.n_leafs();
-            let mut attempt = self.st.sizing.first_attempt(listed, &self.st.table, refit);
-            let lenient = loop {
-                match self.try_split(graph, &attempt, func) {
-                    Ok(lenient) => break lenient,
-                    Err(why) => attempt.retry(why, &self.st.table),
-                }
-                self.st.unpatch();
-            };
-            self.st.sizing.split_made(&self.st.table, listed, refit.is_some());
-            self.st.reuse.valid = self.user.is_empty() && !lenient;
-        }
-        if self.debug {
-            self.print_assignments(graph);
-        }
-        !reused
-    }
-
-    /// Returns whether the plan was lenient (see `Planner::lenient`).
-    fn try_split(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<bool, Retry> {
-        let inputs = PlanInputs {
-            backends: &self.backends,
-            accepts_all: &self.accepts_all,
-            user: &self.user,
-            debug: self.debug,
-            measuring: self.measuring,
-        };
-        make_split(&mut self.st, &inputs, graph, attempt, func)
-    }
-}
-
-impl Planner<'_> {
+impl<P: Probe> Planner<'_, P> {
     /// The passes: assignments, splits, input copies.
-    fn run(&mut self, func: &str) {
-        self.pass1_from_locations(func);
+    fn run(&mut self) -> Result<(), Refusal> {
+        self.pass1_from_locations()?;
         self.pass2_from_sources();
-        self.move_unsupported_nodes(func);
-        self.pass3_from_consumers(func);
-        self.pass4_split(func);
+        self.move_unsupported_nodes()?;
+        self.pass3_from_consumers()?;
+        self.pass4_split()
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
     /// memory) already lives on a backend.
-    fn pass1_from_locations(&mut self, func: &str) {
+    fn pass1_from_locations(&mut self) -> Result<(), Refusal> {
         for k in 0..self.graph.leafs.len() {
             let (slot, vsrc) = self.graph.leafs[k];
             if let Some(b) = self.user_assignment(slot, vsrc, false) {
@@ -326,7 +302,7 @@ impl Planner<'_> {
                 loc = self.loc(v.get());
             }
             if loc.in_buffer() {
-                let b = self.known(loc, slot, func);
+                let b = self.known(loc, slot)?;
                 self.set(slot, b, Rule::Leaf);
             }
         }
@@ -342,12 +318,12 @@ impl Planner<'_> {
             // The destination is already allocated: keep it there (e.g. KV cache updates).
             let loc = self.loc(slot);
             if loc.in_buffer() {
-                let b = self.known(loc, slot, func);
+                let b = self.known(loc, slot)?;
                 self.set(slot, b, Rule::Dst);
                 continue;
             }
             if let Some(vs) = vs.map(SlotId::get).filter(|&vs| self.loc(vs).in_buffer()) {
-                let b = self.known(self.loc(vs), vs, func);
+                let b = self.known(self.loc(vs), vs)?;
                 self.set(slot, b, Rule::ViewSrc);
                 continue;
             }
@@ -362,6 +338,7 @@ impl Planner<'_> {
                 self.set(slot, b.prio, Rule::Src(b.j));
             }
         }
+        Ok(())
     }
 
     /// Pass 2: remaining nodes follow their sources' assignments (same rule).
@@ -426,9 +403,9 @@ impl Planner<'_> {
     /// buffer of the rejecting backend is an error. With backends that
     /// support every op nothing moves. Memory is followed first (see
     /// `follow_memory`), here and after the moves.
-    fn move_unsupported_nodes(&mut self, func: &str) {
+    fn move_unsupported_nodes(&mut self) -> Result<(), Refusal> {
         // Our CPU backend supports every op: skip the walk when all backends are CPU.
-        let ask = !self.probe.all_accept_all();
+        let ask = !self.settings.accepts_all.iter().all(|&a| a);
         let mut owners_moved = false;
         let mut chains = Chains::default();
         for i in 0..self.graph.nodes.len() {
@@ -451,13 +428,10 @@ impl Planner<'_> {
                 _ => None,
             };
             if let Some(why) = pinned {
-                fatal(
-                    func,
-                    &format!(
-                        "node '{node}' ({op}) must run on backend '{}' ({why}), which does not support it",
-                        self.probe.backend_name(a)
-                    ),
-                );
+                return Err(Refusal(format!(
+                    "node '{node}' ({op}) must run on backend '{}' ({why}), which does not support it",
+                    self.probe.backend_name(a)
+                )));
             }
             // Memory outside any backend buffer (a plain ggml context) ties nothing.
             let owner = root.filter(|&r| !(self.loc(r) == Loc::Nowhere && self.info(r).has(SlotInfo::HAS_DATA)));
@@ -467,16 +441,13 @@ impl Planner<'_> {
             };
             let Some(b) = b else {
                 if let Some(owner) = owner.filter(|_| self.next_supporting(a, slot).is_some()) {
-                    fatal(
-                        func,
-                        &format!(
-                            "node '{node}' ({op}) works in the memory of '{}', and no backend of the scheduler supports \
-                             every op that works in that memory",
-                            self.probe.name(owner)
-                        ),
-                    );
+                    return Err(Refusal(format!(
+                        "node '{node}' ({op}) works in the memory of '{}', and no backend of the scheduler supports \
+                         every op that works in that memory",
+                        self.probe.name(owner)
+                    )));
                 }
-                fatal(func, &format!("no backend of the scheduler supports node '{node}' ({op})"))
+                return Err(Refusal(format!("no backend of the scheduler supports node '{node}' ({op})")));
             };
             if let Some(r) = root.filter(|&r| self.assign(r) != Some(b)) {
                 // The memory is not allocated yet: its owner moves too (and
@@ -493,6 +464,7 @@ impl Planner<'_> {
                 self.follow_memory(slot, vsrc);
             }
         }
+        Ok(())
     }
 
     /// The backend for the in-place chain of memory owner `r` (not in a
@@ -506,7 +478,7 @@ impl Planner<'_> {
             chains.build(self);
         }
         let members = chains.of(r);
-        let n = self.probe.n_backends();
+        let n = self.settings.accepts_all.len();
         (1..n)
             .map(|d| BackendIdx::new((a.get() + d) % n))
             .find(|&b| (!self.info(r).has(SlotInfo::COMPUTED) || self.supports(b, r)) && members.iter().all(|&m| self.supports(b, m)))
@@ -515,7 +487,7 @@ impl Planner<'_> {
     /// Pass 3: unassigned sources (leafs in practice, but also earlier nodes
     /// that nothing assigned) go where their consumer is, in node order: a
     /// source takes the backend of the first consumer that has one.
-    fn pass3_from_consumers(&mut self, func: &str) {
+    fn pass3_from_consumers(&mut self) -> Result<(), Refusal> {
         let mut placed = false;
         for i in 0..self.graph.nodes.len() {
             let Some(a) = self.assign(self.graph.nodes[i].slot) else {
@@ -530,8 +502,9 @@ impl Planner<'_> {
             }
         }
         if placed {
-            self.follow_memory_placed_by_pass3(func);
+            self.follow_memory_placed_by_pass3()?;
         }
+        Ok(())
     }
 
     /// Memory that pass 3 placed decides too: a view or in-place node whose
@@ -543,7 +516,7 @@ impl Planner<'_> {
     /// measuring: the memory got its backend only from pass 3, so, as in
     /// `check_assigned_by_pass3`, the node is sized where the original
     /// measured it, and a compute decides again with the memory allocated.
-    fn follow_memory_placed_by_pass3(&mut self, func: &str) {
+    fn follow_memory_placed_by_pass3(&mut self) -> Result<(), Refusal> {
         for i in 0..self.graph.nodes.len() {
             let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
             let before = self.assign(slot);
@@ -554,24 +527,22 @@ impl Planner<'_> {
             if self.view_op(slot) || self.supports(b, slot) {
                 continue;
             }
-            if self.measuring {
+            if self.settings.measuring {
                 self.lenient = true;
                 continue;
             }
             let (node, op) = self.node_names(i);
             let owner = self.probe.name(self.memory_root(vsrc.expect("it moved to follow its view source")));
-            fatal(
-                func,
-                &format!(
-                    "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
-                     there), which does not support it",
-                    node,
-                    op,
-                    self.probe.backend_name(b),
-                    owner
-                ),
-            );
+            return Err(Refusal(format!(
+                "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
+                 there), which does not support it",
+                node,
+                op,
+                self.probe.backend_name(b),
+                owner
+            )));
         }
+        Ok(())
     }
 
     /// A node that only pass 3 gave a backend (its consumer's) must be
@@ -579,64 +550,62 @@ impl Planner<'_> {
     /// it has nowhere else to go without its sources, so a rejection is an
     /// error (the original would run it there anyway). Asked from pass 4's
     /// walk, which reads each node's slot anyway.
-    fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx, func: &str) -> BackendIdx {
+    fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx) -> Result<BackendIdx, Refusal> {
         let slot = self.graph.nodes[i].slot;
         if self.supports(a, slot) {
-            return a;
+            return Ok(a);
         }
         let (node, op) = self.node_names(i);
-        if self.measuring {
+        if self.settings.measuring {
             // The original measured it there; a backend that supports it
             // sizes it as well (a compute decides again, with its inputs).
             if let Some(b) = self.next_supporting(a, slot) {
                 self.set(self.graph.nodes[i].slot, b, Rule::Unsupported);
                 self.lenient = true;
-                return b;
+                return Ok(b);
             }
         }
-        fatal(
-            func,
-            &format!(
-                "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
-                 support it (pre-allocate its inputs, or assign it with set_node_backend)",
-                node,
-                op,
-                self.probe.backend_name(a)
-            ),
-        )
+        Err(Refusal(format!(
+            "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
+             support it (pre-allocate its inputs, or assign it with set_node_backend)",
+            node,
+            op,
+            self.probe.backend_name(a)
+        )))
     }
 
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
     /// and plan copies on the split's backend for sources living elsewhere
-    /// (made by `make_copies`, patched into the graph by `State::patch`). A node still without a backend would crash the original
-    /// later; we stop with a message instead.
-    fn pass4_split(&mut self, func: &str) {
+    /// (made by `make_copies`, patched into the graph by `State::patch`). A
+    /// node still without a backend would crash the original later; we
+    /// refuse it instead.
+    fn pass4_split(&mut self) -> Result<(), Refusal> {
         let n = self.graph.nodes.len();
         let Some(mut cur) = self.first_split_backend() else {
             // No node has a backend: each must be a view of memory that is
             // set (nothing to compute).
-            (0..n).for_each(|i| self.accept_unassigned_node(i, func));
-            return;
+            return (0..n).try_for_each(|i| self.accept_unassigned_node(i));
         };
         self.plan.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
             let info = self.graph.nodes[i];
             let Some(a) = self.assign(info.slot) else {
-                self.accept_unassigned_node(i, func); // a view of memory that is set, or abort
+                self.accept_unassigned_node(i)?; // a view of memory that is set, or a refusal
                 continue;
             };
             if self.view_op(info.slot) {
                 continue;
             }
-            let a = if self.slots[info.slot as usize].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a, func) } else { a };
+            let a = if self.slots[info.slot as usize].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a)? } else { a };
             if a != cur {
                 let inputs_at = self.plan.inputs.len();
                 self.plan.splits.last_mut().expect("a split exists").i_end = i;
                 self.plan.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });
                 cur = a;
             }
-            self.route_inputs(i, cur, func);
+            self.route_inputs(i, cur)?;
         }
+        Ok(())
     }
 
     /// The first split's backend: that of the first node that is not a view.
@@ -653,25 +622,23 @@ impl Planner<'_> {
     /// Node `i` has no backend: only a view op whose data is set (its memory
     /// exists, the placement leaves it alone) is accepted; reuse checks the data
     /// stays set.
-    fn accept_unassigned_node(&mut self, i: usize, func: &str) {
+    fn accept_unassigned_node(&mut self, i: usize) -> Result<(), Refusal> {
         let info = self.graph.nodes[i];
         if !self.view_op(info.slot) || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
             let (node, op) = self.node_names(i);
-            fatal(
-                func,
-                &format!(
-                    "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
-                     backend buffer (pre-allocate the graph's inputs or weights)",
-                    node, op
-                ),
-            );
+            return Err(Refusal(format!(
+                "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
+                 backend buffer (pre-allocate the graph's inputs or weights)",
+                node, op
+            )));
         }
+        Ok(())
     }
 
     /// Point node `i`'s sources that are not on `cur` (its split's backend)
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
-    fn route_inputs(&mut self, i: usize, cur: BackendIdx, func: &str) {
+    fn route_inputs(&mut self, i: usize, cur: BackendIdx) -> Result<(), Refusal> {
         let split = self.plan.splits.len() as u32 - 1;
         for (j, k) in self.node_srcs(i).enumerate() {
             let sid = self.graph.srcs[k];
@@ -681,20 +648,17 @@ impl Planner<'_> {
             if self.assign(sid).is_none() {
                 // Its copy would be made from nothing (the original crashes
                 // in ggml-alloc); with data, copy_input copies from it.
-                if !self.info(sid).has(SlotInfo::HAS_DATA) && self.measuring && !self.viewed(sid) {
+                if !self.info(sid).has(SlotInfo::HAS_DATA) && self.settings.measuring && !self.viewed(sid) {
                     // The original measured a copy of it (an input the
                     // caller allocates after the measure); so do we.
                     self.lenient = true;
                 } else if !self.info(sid).has(SlotInfo::HAS_DATA) {
                     let (src, node) = (self.probe.name(sid), self.node_names(i).0);
-                    fatal(
-                        func,
-                        &format!(
-                            "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
-                             (pre-allocate the graph's inputs or weights)",
-                            src, node
-                        ),
-                    );
+                    return Err(Refusal(format!(
+                        "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
+                         (pre-allocate the graph's inputs or weights)",
+                        src, node
+                    )));
                 }
             }
             let copy = self.copy_for(sid, cur);
@@ -706,6 +670,7 @@ impl Planner<'_> {
             }
             self.plan.patches.push(Patch { node: self.graph.nodes[i].slot, j, k: k as u32, copy });
         }
+        Ok(())
     }
 
     /// The copy of tensor `sid` on backend `b`, planned once per graph and

@@ -1,0 +1,165 @@
+//! What the planner reads and what it decides, as plain data: per slot
+//! what registration read ([`SlotInfo`]), the graph in slots
+//! ([`GraphSlots`]), and the plan ([`SplitPlan`]: splits, their inputs,
+//! the copies they need, the graph sources to redirect). No tensor, no
+//! address: slots and backend indices only.
+
+use crate::prelude::*;
+
+use crate::ptrmap::PtrMap;
+use crate::sched::ids::{BackendIdx, Loc, PackedLoc, Rule, SlotId};
+
+/// What a compute knows about one tensor, next to its table key: what the
+/// passes read of it (`loc`, `vsrc`, `flags`, read once when it is
+/// registered) and what they decide (`assign`, `rule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::sched) struct SlotInfo {
+    /// The backend the tensor is assigned to.
+    pub assign: Option<BackendIdx>,
+    /// Where its memory is (see [`SlotInfo::loc`]).
+    pub packed_loc: PackedLoc,
+    pub rule: Rule,
+    /// [`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`], [`SlotInfo::COMPUTED`].
+    pub flags: u8,
+    /// Slot of its view source (registered with it).
+    pub vsrc: Option<SlotId>,
+}
+
+// The table holds one per tensor: the typed fields take no more room than
+// the integers with sentinels they replaced.
+const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
+
+impl SlotInfo {
+    /// A free slot.
+    pub const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: None };
+    /// `data` is set.
+    pub const HAS_DATA: u8 = 1;
+    /// Its op is a view op (RESHAPE, VIEW, PERMUTE, TRANSPOSE).
+    pub const VIEW_OP: u8 = 2;
+    /// Its op computes something (not NONE, not a view op).
+    pub const COMPUTED: u8 = 4;
+
+    /// A tensor registration read: in `loc`, with `flags`; no view source
+    /// (set when that is registered) and no backend yet.
+    #[inline]
+    pub fn registered(loc: Loc, flags: u8) -> SlotInfo {
+        SlotInfo { packed_loc: loc.into(), flags, ..SlotInfo::EMPTY }
+    }
+
+    /// Where the tensor's memory is: the backend of its buffer.
+    #[inline]
+    pub fn loc(&self) -> Loc {
+        self.packed_loc.get()
+    }
+
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// One graph node: its slot, its view source's slot, and where its
+/// sources' slots end in [`GraphSlots::srcs`] (they start where the
+/// previous node's end; ggml stops at the first NULL source). Whether it is
+/// a view op is in its slot's flags.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::sched) struct NodeInfo {
+    pub slot: u32,
+    pub vsrc: Option<SlotId>,
+    pub srcs_end: u32,
+}
+
+/// The graph's structure in table slots, read once by registration: the
+/// passes read the graph only through it.
+#[derive(Default)]
+pub(in crate::sched) struct GraphSlots {
+    /// (slot, view source slot) of every graph leaf.
+    pub leafs: Vec<(u32, Option<SlotId>)>,
+    pub nodes: Vec<NodeInfo>,
+    /// Source slots of all nodes, back to back (see NodeInfo).
+    pub srcs: Vec<u32>,
+}
+
+impl GraphSlots {
+    /// Sources of node `i` (their positions in `srcs`).
+    #[inline]
+    pub fn node_srcs(&self, i: usize) -> core::ops::Range<usize> {
+        let start = if i == 0 { 0 } else { self.nodes[i - 1].srcs_end as usize };
+        start..self.nodes[i].srcs_end as usize
+    }
+
+    /// Forget the graph (not the memory).
+    pub fn clear(&mut self) {
+        self.leafs.clear();
+        self.nodes.clear();
+        self.srcs.clear();
+    }
+}
+
+/// A run of consecutive graph nodes computed on one backend.
+#[derive(Clone, Debug)]
+pub(in crate::sched) struct Split {
+    pub backend: BackendIdx,
+    pub i_start: usize,
+    pub i_end: usize,
+    /// Range in [`SplitPlan::inputs`].
+    pub inputs: core::ops::Range<usize>,
+}
+
+/// An input copy in use: the tensor it copies, on which backend, and the
+/// last split that listed it as an input.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::sched) struct CopyOf {
+    pub src: u32,
+    pub backend: BackendIdx,
+    /// The last split that listed it as an input (dedupes a split's inputs:
+    /// all of them are copies to the split's backend, so one per copy suffices).
+    pub last_split: Option<u32>,
+    /// Its table slot (once made).
+    pub slot: Option<SlotId>,
+}
+
+impl CopyOf {
+    /// The copy's slot (it is made once the plan is applied).
+    pub fn made(&self) -> u32 {
+        self.slot.expect("input copies are made before the placement").get()
+    }
+}
+
+/// A graph `src` slot to redirect to an input copy during the compute.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::sched) struct Patch {
+    /// The node's slot, and which of its sources.
+    pub node: u32,
+    pub j: usize,
+    /// Index of that source in [`GraphSlots::srcs`] (the source's slot is there).
+    pub k: u32,
+    pub copy: u32,
+}
+
+/// What the passes decide besides each slot's backend (`SlotInfo::assign`):
+/// the splits, their inputs, the copies they need and the sources to
+/// redirect to them.
+#[derive(Default)]
+pub(in crate::sched) struct SplitPlan {
+    pub splits: Vec<Split>,
+    /// (input tensor slot, copy index) for every split, in split order.
+    pub inputs: Vec<(u32, u32)>,
+    /// What each copy in use copies (indexed like the scheduler's copies).
+    pub copy_of: Vec<CopyOf>,
+    /// Index in `copy_of` of the copy of (tensor slot, backend).
+    pub copy_index: PtrMap,
+    /// The graph sources to redirect to copies, in graph order.
+    pub patches: Vec<Patch>,
+}
+
+impl SplitPlan {
+    /// Forget the plan (not the memory).
+    pub fn clear(&mut self) {
+        self.splits.clear();
+        self.inputs.clear();
+        self.copy_of.clear();
+        self.copy_index.clear(0);
+        self.patches.clear();
+    }
+}

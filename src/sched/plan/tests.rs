@@ -1,0 +1,560 @@
+//! The planner's tests: hand-built snapshots and a fake [`Probe`]. No C,
+//! no tensor, no scheduler: slots are indices into the snapshot's arrays.
+
+use crate::prelude::*;
+
+use super::{plan_split, GraphSlots, NodeInfo, Probe, Refusal, Settings, SlotInfo, SplitPlan};
+use crate::ptrmap::PtrMap;
+use crate::sched::ids::{BackendIdx, Loc, Rule, SlotId};
+
+/// A snapshot being built, and what the fake probe answers about it.
+struct Snap {
+    slots: Vec<SlotInfo>,
+    graph: GraphSlots,
+    /// Per slot: its size and op name (what the probe answers).
+    sizes: Vec<usize>,
+    ops: Vec<&'static str>,
+    /// (backend, op) pairs whose `supports_op` says no.
+    rejects: Vec<(usize, &'static str)>,
+    accepts_all: Vec<bool>,
+    user: PtrMap,
+    measuring: bool,
+}
+
+/// The fake probe: answers from the snapshot's tables, and counts what it
+/// was asked (a backend that accepts every op must never be asked).
+struct Fake<'a> {
+    sizes: &'a [usize],
+    ops: &'a [&'static str],
+    rejects: &'a [(usize, &'static str)],
+    accepts_all: &'a [bool],
+    asked_sizes: Vec<u32>,
+    asked_supports: Vec<(usize, u32)>,
+}
+
+impl Probe for Fake<'_> {
+    fn nbytes(&mut self, slot: u32) -> usize {
+        self.asked_sizes.push(slot);
+        self.sizes[slot as usize]
+    }
+
+    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+        assert!(!self.accepts_all[b.get()], "a backend that accepts every op is asked about t{slot}");
+        self.asked_supports.push((b.get(), slot));
+        !self.rejects.contains(&(b.get(), self.ops[slot as usize]))
+    }
+
+    fn name(&self, slot: u32) -> String {
+        format!("t{slot}")
+    }
+
+    fn op_name(&self, slot: u32) -> String {
+        self.ops[slot as usize].into()
+    }
+
+    fn backend_name(&self, b: BackendIdx) -> String {
+        format!("B{}", b.get())
+    }
+
+    fn memory_backend_name(&self, _slot: u32) -> String {
+        "elsewhere".into()
+    }
+}
+
+/// A plan made from a [`Snap`].
+struct Planned {
+    slots: Vec<SlotInfo>,
+    plan: SplitPlan,
+    lenient: bool,
+    asked_sizes: Vec<u32>,
+    asked_supports: Vec<(usize, u32)>,
+}
+
+impl Planned {
+    /// (backend, rule) of `slot`.
+    fn on(&self, slot: u32) -> (Option<usize>, Rule) {
+        let i = self.slots[slot as usize];
+        (i.assign.map(BackendIdx::get), i.rule)
+    }
+
+    fn b(&self, slot: u32) -> Option<usize> {
+        self.on(slot).0
+    }
+
+    /// (backend, i_start, i_end, number of inputs) of every split.
+    fn splits(&self) -> Vec<(usize, usize, usize, usize)> {
+        self.plan.splits.iter().map(|s| (s.backend.get(), s.i_start, s.i_end, s.inputs.len())).collect()
+    }
+}
+
+const BYTES: usize = 32;
+
+impl Snap {
+    fn new(n_backends: usize) -> Snap {
+        Snap {
+            slots: Vec::new(),
+            graph: GraphSlots::default(),
+            sizes: Vec::new(),
+            ops: Vec::new(),
+            rejects: Vec::new(),
+            accepts_all: vec![false; n_backends],
+            user: PtrMap::new(),
+            measuring: false,
+        }
+    }
+
+    /// A tensor registered, in no graph list. `on`: in that backend's
+    /// buffer (with data).
+    fn tensor(&mut self, op: &'static str, bytes: usize, on: Option<usize>) -> u32 {
+        let (loc, mut flags) = match on {
+            Some(b) => (Loc::At(BackendIdx::new(b)), SlotInfo::HAS_DATA),
+            None => (Loc::Nowhere, 0),
+        };
+        flags |= match op {
+            "NONE" => 0,
+            "VIEW" => SlotInfo::VIEW_OP,
+            _ => SlotInfo::COMPUTED,
+        };
+        self.slots.push(SlotInfo::registered(loc, flags));
+        self.sizes.push(bytes);
+        self.ops.push(op);
+        self.slots.len() as u32 - 1
+    }
+
+    fn leaf(&mut self, bytes: usize, on: Option<usize>) -> u32 {
+        let s = self.tensor("NONE", bytes, on);
+        self.graph.leafs.push((s, None));
+        s
+    }
+
+    /// A leaf in plain host memory (data, no buffer).
+    fn host_leaf(&mut self) -> u32 {
+        let s = self.leaf(BYTES, None);
+        self.slots[s as usize].flags |= SlotInfo::HAS_DATA;
+        s
+    }
+
+    fn node(&mut self, op: &'static str, srcs: &[u32]) -> u32 {
+        self.node_of(op, BYTES, srcs, None)
+    }
+
+    /// A node computed in the memory of `of` (an in-place op, a copy into a tensor).
+    fn in_place(&mut self, op: &'static str, srcs: &[u32], of: u32) -> u32 {
+        self.node_of(op, BYTES, srcs, Some(of))
+    }
+
+    fn view(&mut self, of: u32) -> u32 {
+        self.node_of("VIEW", BYTES, &[of], Some(of))
+    }
+
+    fn node_of(&mut self, op: &'static str, bytes: usize, srcs: &[u32], vsrc: Option<u32>) -> u32 {
+        let s = self.tensor(op, bytes, None);
+        self.slots[s as usize].vsrc = vsrc.map(SlotId::new);
+        self.graph.srcs.extend_from_slice(srcs);
+        let vsrc = vsrc.map(SlotId::new);
+        self.graph.nodes.push(NodeInfo { slot: s, vsrc, srcs_end: self.graph.srcs.len() as u32 });
+        s
+    }
+
+    fn reject(&mut self, backend: usize, op: &'static str) {
+        self.rejects.push((backend, op));
+    }
+
+    fn assign(&mut self, slot: u32, backend: usize) {
+        self.user.insert(u64::from(slot), backend as u32);
+    }
+
+    fn try_plan(&self) -> Result<Planned, Refusal> {
+        let mut slots = self.slots.clone();
+        let mut plan = SplitPlan::default();
+        let mut probe = Fake {
+            sizes: &self.sizes,
+            ops: &self.ops,
+            rejects: &self.rejects,
+            accepts_all: &self.accepts_all,
+            asked_sizes: Vec::new(),
+            asked_supports: Vec::new(),
+        };
+        let settings = Settings { accepts_all: &self.accepts_all, debug: true, measuring: self.measuring };
+        let done = plan_split(&mut probe, &mut slots, &self.graph, &self.user, &mut plan, settings).map_err(|(r, _)| r)?;
+        Ok(Planned { slots, plan, lenient: done.lenient, asked_sizes: probe.asked_sizes, asked_supports: probe.asked_supports })
+    }
+
+    fn plan(&self) -> Planned {
+        self.try_plan().unwrap_or_else(|Refusal(why)| panic!("refused: {why}"))
+    }
+
+    fn refusal(&self) -> String {
+        match self.try_plan() {
+            Ok(_) => panic!("planned, not refused"),
+            Err(Refusal(why)) => why,
+        }
+    }
+}
+
+#[test]
+fn pass1_leafs_and_nodes_go_where_their_memory_is() {
+    let mut s = Snap::new(2);
+    let wa = s.leaf(BYTES, Some(0));
+    let xb = s.leaf(BYTES, Some(1));
+    let n0 = s.node("ADD", &[wa, xb]);
+    // a node already in B's buffer (a KV cache update)
+    let dst = s.tensor("MUL", BYTES, Some(1));
+    s.graph.srcs.push(n0);
+    s.graph.nodes.push(NodeInfo { slot: dst, vsrc: None, srcs_end: s.graph.srcs.len() as u32 });
+    let p = s.plan();
+    assert_eq!(p.on(wa), (Some(0), Rule::Leaf));
+    assert_eq!(p.on(xb), (Some(1), Rule::Leaf));
+    // equal sizes: the source with the better priority (A) wins
+    assert_eq!(p.on(n0), (Some(0), Rule::Src(0)));
+    assert_eq!(p.on(dst), (Some(1), Rule::Dst));
+}
+
+#[test]
+fn the_source_rule_prefers_priority_only_at_least_as_large_and_asks_sizes_only_then() {
+    let mut s = Snap::new(2);
+    let small_a = s.leaf(4, Some(0));
+    let big_b = s.leaf(64, Some(1));
+    let n = s.node("MUL_MAT", &[big_b, small_a]);
+    let p = s.plan();
+    // A has the better priority but its source is smaller: B's stays
+    assert_eq!(p.on(n), (Some(1), Rule::Src(0)));
+    assert_eq!(p.asked_sizes, vec![big_b, small_a], "sizes asked when two candidates meet");
+
+    let mut s = Snap::new(2);
+    let a = s.leaf(4, Some(0));
+    let b = s.leaf(64, Some(1));
+    let n = s.node("MUL_MAT", &[a, b]);
+    let p = s.plan();
+    assert_eq!(p.on(n), (Some(0), Rule::Src(0)));
+    assert!(p.asked_sizes.is_empty(), "the first source has the better priority: no size compared");
+}
+
+#[test]
+fn pass2_and_pass3_follow_sources_then_consumers() {
+    let mut s = Snap::new(2);
+    let free = s.leaf(BYTES, None); // no memory, no rule: its consumer's
+    let wb = s.leaf(BYTES, Some(1));
+    let n0 = s.node("ADD", &[wb, wb]);
+    let n1 = s.node("MUL", &[n0, free]);
+    let p = s.plan();
+    assert_eq!(p.on(n1), (Some(1), Rule::Pass2Src(0)));
+    assert_eq!(p.on(free), (Some(1), Rule::FromConsumer));
+    assert_eq!(p.splits(), vec![(1, 0, 2, 0)]);
+}
+
+#[test]
+fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
+    let mut s = Snap::new(2);
+    let wa = s.leaf(BYTES, Some(0));
+    let wb = s.leaf(BYTES, Some(1));
+    let n0 = s.node("ADD", &[wa, wa]); // A
+    let n1 = s.node("MUL", &[wb, n0]); // B (wb first), needs n0
+    let n2 = s.node("ADD", &[wb, n0]); // B, needs n0 again: same copy
+    let p = s.plan();
+    assert_eq!(p.b(n1), Some(1));
+    assert_eq!(p.splits(), vec![(0, 0, 1, 0), (1, 1, 3, 1)]);
+    assert_eq!(p.plan.inputs.len(), 1);
+    let (input, copy) = p.plan.inputs[0];
+    assert_eq!(input, n0);
+    assert_eq!((p.plan.copy_of[copy as usize].src, p.plan.copy_of[copy as usize].backend.get()), (n0, 1));
+    // both consumers' second source goes to the one copy
+    let patched: Vec<(u32, usize, u32)> = p.plan.patches.iter().map(|q| (q.node, q.j, q.copy)).collect();
+    assert_eq!(patched, vec![(n1, 1, copy), (n2, 1, copy)]);
+}
+
+#[test]
+fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
+    let mut s = Snap::new(2);
+    s.reject(0, "MUL_MAT");
+    let wa = s.leaf(BYTES, Some(0));
+    let n0 = s.node("ADD", &[wa, wa]);
+    let n1 = s.node("MUL_MAT", &[n0, n0]);
+    let n2 = s.node("ADD", &[n1, n1]);
+    let p = s.plan();
+    assert_eq!(p.b(n0), Some(0));
+    assert_eq!(p.on(n1), (Some(1), Rule::Unsupported));
+    // moves come after pass 2: the node after it keeps the backend its
+    // source had then, and gets a copy of the moved result
+    assert_eq!(p.on(n2), (Some(0), Rule::Pass2Src(0)));
+    assert_eq!(p.splits(), vec![(0, 0, 1, 0), (1, 1, 2, 1), (0, 2, 3, 1)]);
+}
+
+/// Issue 23's shape: backends [A, X, B, C]; X supports every op. A node
+/// computed on C (CONT, which only C and X accept) gets an in-place node
+/// that C rejects. The chain (the CONT and everything in its memory) moves
+/// to the first backend after C that accepts all of it: X, not A, which
+/// accepts the in-place op but not the CONT.
+#[test]
+fn an_in_place_chain_moves_whole_to_a_backend_that_supports_every_op() {
+    for op in ["UNARY", "SCALE", "ADD", "CPY"] {
+        let mut s = Snap::new(4);
+        s.reject(0, "CONT");
+        s.reject(0, "MUL_MAT");
+        s.reject(2, "CONT");
+        s.reject(3, op);
+        let wc = s.leaf(BYTES, Some(3));
+        let cont = s.node("CONT", &[wc]);
+        let inplace = if op == "CPY" {
+            // a cpy of the CONT into a fresh tensor: it works in the fresh
+            // tensor's memory
+            let fresh = s.leaf(BYTES, None);
+            s.in_place("CPY", &[cont, fresh], fresh)
+        } else {
+            s.in_place(op, &[cont, wc], cont)
+        };
+        // a second node in the same memory, which A rejects
+        let second = s.in_place("MUL_MAT", &[inplace, wc], inplace);
+        let after = s.node("MUL", &[second, wc]);
+        let p = s.plan();
+        if op == "CPY" {
+            assert_eq!(p.b(cont), Some(3), "{op}: the CONT stays on C (its memory is not the chain's)");
+        } else {
+            assert_eq!(p.b(cont), Some(1), "{op}: the CONT moves with its chain to X");
+        }
+        assert_eq!((p.b(inplace), p.b(second)), (Some(1), Some(1)), "{op}: the chain is on X, which supports all of it");
+        assert_eq!(p.b(after), Some(3), "{op}: the node after the chain keeps its backend");
+        for t in [cont, inplace, second, after] {
+            let b = p.b(t).unwrap();
+            assert!(!s.rejects.contains(&(b, s.ops[t as usize])), "{op}: t{t} is on a backend that rejects it");
+        }
+    }
+}
+
+#[test]
+fn user_assignments_apply_to_fresh_nodes_not_to_views() {
+    let mut s = Snap::new(2);
+    let wa = s.leaf(BYTES, Some(0));
+    let n0 = s.node("ADD", &[wa, wa]);
+    let v = s.view(n0);
+    let n1 = s.node("MUL", &[v, v]);
+    s.assign(n0, 1);
+    s.assign(v, 0);
+    s.assign(wa, 1); // already has memory: not applied
+    let p = s.plan();
+    assert_eq!(p.on(n0), (Some(1), Rule::User));
+    assert_eq!(p.on(wa), (Some(0), Rule::Leaf));
+    // the view works in n0's memory: it stays with it
+    assert_eq!(p.b(v), Some(1));
+    assert_ne!(p.on(v).1, Rule::User);
+    assert_eq!(p.b(n1), Some(1));
+    // with debug on, both refusals are explained
+    let mut probe =
+        Fake { sizes: &s.sizes, ops: &s.ops, rejects: &[], accepts_all: &s.accepts_all, asked_sizes: vec![], asked_supports: vec![] };
+    let (mut slots, mut plan) = (s.slots.clone(), SplitPlan::default());
+    let settings = Settings { accepts_all: &s.accepts_all, debug: true, measuring: false };
+    let notes = plan_split(&mut probe, &mut slots, &s.graph, &s.user, &mut plan, settings).ok().unwrap().notes;
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].contains("'t0', 'B1'") && notes[0].contains("already has memory"), "{notes:?}");
+    assert!(notes[1].contains("works in the memory of another tensor"), "{notes:?}");
+}
+
+#[test]
+fn an_in_place_node_follows_memory_that_pass3_places() {
+    // a has no memory: its first consumer (n1, on B) places it in pass 3.
+    // n2 computes in place on a: it must run on B too, whatever its other
+    // source (w0 on A) said in pass 1.
+    let mut s = Snap::new(2);
+    let a = s.leaf(BYTES, None);
+    let w0 = s.leaf(BYTES, Some(0));
+    let w1 = s.leaf(BYTES, Some(1));
+    let n1 = s.node("MUL_MAT", &[w1, a]);
+    let n2 = s.in_place("ADD", &[a, w0], a);
+    let p = s.plan();
+    assert_eq!(p.b(n1), Some(1));
+    assert_eq!(p.on(a), (Some(1), Rule::FromConsumer));
+    assert_eq!(p.on(n2), (Some(1), Rule::FollowsMemory));
+}
+
+#[test]
+fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
+    let mut s = Snap::new(1);
+    let wa = s.leaf(BYTES, Some(0));
+    s.node("ADD", &[wa, wa]);
+    let host = s.host_leaf();
+    let v = s.view(host);
+    s.slots[v as usize].flags |= SlotInfo::HAS_DATA;
+    assert_eq!(s.plan().b(v), None);
+    // the same view without data: refused, naming it
+    s.slots[v as usize].flags &= !SlotInfo::HAS_DATA;
+    let why = s.refusal();
+    assert!(why.contains(&format!("node 't{v}' (VIEW) cannot be assigned to a backend")), "{why}");
+}
+
+#[test]
+fn refusals_name_the_tensor_and_the_backend() {
+    // a node whose memory is on a backend that rejects it
+    let mut s = Snap::new(2);
+    s.reject(1, "MUL");
+    let wb = s.leaf(BYTES, Some(1));
+    let dst = s.tensor("MUL", BYTES, Some(1));
+    s.graph.srcs.extend([wb, wb]);
+    s.graph.nodes.push(NodeInfo { slot: dst, vsrc: None, srcs_end: 2 });
+    let why = s.refusal();
+    assert!(why.contains(&format!("node 't{dst}' (MUL) must run on backend 'B1' (its memory is on that backend)")), "{why}");
+
+    // no backend supports a node
+    let mut s = Snap::new(2);
+    s.reject(0, "ROPE");
+    s.reject(1, "ROPE");
+    let wa = s.leaf(BYTES, Some(0));
+    let n = s.node("ROPE", &[wa]);
+    assert_eq!(s.refusal(), format!("no backend of the scheduler supports node 't{n}' (ROPE)"));
+
+    // a tensor in a buffer of a backend the scheduler does not have
+    let mut s = Snap::new(1);
+    let w = s.leaf(BYTES, None);
+    s.slots[w as usize] = SlotInfo::registered(Loc::Foreign, SlotInfo::HAS_DATA);
+    s.node("ADD", &[w, w]);
+    let why = s.refusal();
+    assert!(why.contains(&format!("tensor 't{w}' lives in a buffer of backend 'elsewhere'")), "{why}");
+}
+
+#[test]
+fn measuring_lets_through_what_only_a_measure_sees_and_says_so() {
+    // a node that only its consumer places, on a backend that rejects it:
+    // a compute refuses it; a measure sizes it on the next backend that
+    // supports it and marks the plan lenient (never reused)
+    let mut s = Snap::new(2);
+    s.reject(1, "GELU");
+    let input = s.leaf(BYTES, None); // allocated by the caller after the measure
+    let g = s.node("GELU", &[input]);
+    let wb = s.leaf(BYTES, Some(1));
+    s.node("MUL_MAT", &[wb, g]);
+    let why = s.refusal();
+    assert!(why.contains(&format!("node 't{g}' (GELU) gets backend 'B1' only from the node that consumes it")), "{why}");
+    s.measuring = true;
+    let p = s.plan();
+    assert!(p.lenient);
+    assert_eq!(p.on(g), (Some(0), Rule::Unsupported));
+}
+
+#[test]
+fn a_backend_that_accepts_every_op_is_never_asked() {
+    let mut s = Snap::new(2);
+    s.accepts_all = vec![false, true];
+    s.reject(0, "MUL_MAT");
+    let wa = s.leaf(BYTES, Some(0));
+    let n0 = s.node("ADD", &[wa, wa]);
+    let n1 = s.node("MUL_MAT", &[n0, n0]);
+    let p = s.plan();
+    assert_eq!(p.on(n1), (Some(1), Rule::Unsupported));
+    assert!(p.asked_supports.iter().all(|&(b, _)| b == 0), "{:?}", p.asked_supports);
+    // all of them accept every op: nothing asked at all
+    s.accepts_all = vec![true, true];
+    s.rejects.clear();
+    assert!(s.plan().asked_supports.is_empty());
+}
+
+/// xorshift64*: random snapshots without a crate.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+/// What every plan the planner accepts promises, on random graphs: each
+/// computed node runs on a backend that supports it, splits tile the nodes
+/// in order and change backend at each cut, every source of a node is on
+/// its split's backend or redirected to a copy there (listed once as that
+/// split's input), and planning again gives the same plan and asks the
+/// same questions.
+#[test]
+fn random_graphs_get_plans_that_keep_the_planners_promises() {
+    const OPS: [&str; 6] = ["ADD", "MUL", "MUL_MAT", "GELU", "CONT", "SCALE"];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut planned, mut refused) = (0, 0);
+    for case in 0..3000 {
+        let nb = 1 + rng.below(4);
+        let mut s = Snap::new(nb);
+        s.accepts_all = (0..nb).map(|_| rng.below(3) == 0).collect();
+        for b in 0..nb {
+            for op in OPS {
+                if !s.accepts_all[b] && rng.below(4) == 0 {
+                    s.reject(b, op);
+                }
+            }
+        }
+        let mut pool = Vec::new();
+        for _ in 0..1 + rng.below(5) {
+            let on = if rng.below(4) == 0 { None } else { Some(rng.below(nb)) };
+            pool.push(s.leaf(4 * (1 + rng.below(8)), on));
+        }
+        for _ in 0..1 + rng.below(24) {
+            let op = OPS[rng.below(OPS.len())];
+            let srcs: Vec<u32> = (0..1 + rng.below(2)).map(|_| pool[rng.below(pool.len())]).collect();
+            let n = match rng.below(8) {
+                0 => s.view(srcs[0]),
+                1 if s.ops[srcs[0] as usize] != "NONE" => s.in_place(op, &srcs, srcs[0]),
+                _ => s.node_of(op, 4 * (1 + rng.below(8)), &srcs, None),
+            };
+            pool.push(n);
+        }
+        if rng.below(4) == 0 {
+            let n = pool[rng.below(pool.len())];
+            s.assign(n, rng.below(nb));
+        }
+        s.measuring = rng.below(4) == 0;
+        let Ok(p) = s.try_plan() else {
+            refused += 1;
+            continue;
+        };
+        planned += 1;
+        let again = s.plan();
+        assert_eq!(p.slots, again.slots, "case {case}: the same snapshot plans the same");
+        assert_eq!((&p.asked_sizes, &p.asked_supports), (&again.asked_sizes, &again.asked_supports), "case {case}");
+        check_promises(&s, &p, case);
+    }
+    assert!(planned > 1000 && refused > 50, "the cases reach both outcomes: {planned} planned, {refused} refused");
+}
+
+fn check_promises(s: &Snap, p: &Planned, case: usize) {
+    let n = s.graph.nodes.len();
+    let splits = &p.plan.splits;
+    if splits.is_empty() {
+        // nothing to compute: every node a view of memory that is set
+        assert!(s.graph.nodes.iter().all(|nd| p.b(nd.slot).is_none()), "case {case}");
+        return;
+    }
+    assert_eq!((splits[0].i_start, splits.last().unwrap().i_end), (0, n), "case {case}: splits cover the nodes");
+    for w in splits.windows(2) {
+        assert_eq!(w[0].i_end, w[1].i_start, "case {case}: splits tile the nodes");
+        assert_ne!(w[0].backend, w[1].backend, "case {case}: a cut changes backend");
+        assert!(w[0].i_start < w[0].i_end, "case {case}: no empty split");
+    }
+    for (k, split) in splits.iter().enumerate() {
+        let inputs = &p.plan.inputs[split.inputs.clone()];
+        let mut copies: Vec<u32> = inputs.iter().map(|&(_, c)| c).collect();
+        copies.sort_unstable();
+        copies.dedup();
+        assert_eq!(copies.len(), inputs.len(), "case {case}: split {k} lists each copy once");
+        for i in split.i_start..split.i_end {
+            let nd = s.graph.nodes[i];
+            let info = p.slots[nd.slot as usize];
+            if info.has(SlotInfo::VIEW_OP) {
+                continue;
+            }
+            let b = info.assign.expect("a computed node has a backend");
+            assert_eq!(b, split.backend, "case {case}: node {i} is on its split's backend");
+            if !s.measuring || !p.lenient {
+                assert!(!s.rejects.contains(&(b.get(), s.ops[nd.slot as usize])), "case {case}: node {i} runs where it is rejected");
+            }
+            for (j, kk) in s.graph.node_srcs(i).enumerate() {
+                let src = s.graph.srcs[kk];
+                if p.slots[src as usize].assign == Some(b) {
+                    continue;
+                }
+                let patch = p.plan.patches.iter().find(|q| q.node == nd.slot && q.j == j && q.k as usize == kk);
+                let patch = patch.unwrap_or_else(|| panic!("case {case}: source {j} of node {i} is elsewhere and not redirected"));
+                let of = p.plan.copy_of[patch.copy as usize];
+                assert_eq!((of.src, of.backend), (src, b), "case {case}: the copy is of that source, on the split's backend");
+                assert!(inputs.iter().any(|&(_, c)| c == patch.copy), "case {case}: the copy is an input of split {k}");
+            }
+        }
+    }
+}
