@@ -454,15 +454,12 @@ impl Sched {
     /// unchanged.
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
-        let same = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
-        let refit = if same { self.st.sizing.on_reuse(&self.st.table) } else { None };
-        // (a refit makes the same split in a new table: its slots are new)
-        let reused = same && refit.is_none();
+        let reused = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
         if reused {
             self.reuse_split(graph);
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
-            let mut attempt = self.st.sizing.first_attempt(listed, &self.st.table, refit);
+            let mut attempt = self.st.sizing.first_attempt(listed);
             let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.measuring };
             let lenient = loop {
                 match make_split(&mut self.st, &self.backends, settings, &self.user, graph, &attempt, func) {
@@ -471,7 +468,7 @@ impl Sched {
                 }
                 self.st.unpatch();
             };
-            self.st.sizing.split_made(&self.st.table, listed, refit.is_some());
+            self.st.sizing.split_made(&self.st.table, listed);
             self.st.reuse.valid = self.user.is_empty() && !lenient;
         }
         if self.debug {

@@ -69,21 +69,16 @@ impl From<Full> for Retry {
     }
 }
 
-/// Reuses of one split in a row after which the table size is fitted to the
-/// graph (see [`Table::better_size`]): a graph computed this often is likely
-/// computed many more times.
-const TUNE_AFTER: u32 = 4;
-
 /// The sizing policy of one scheduler's tables, across its splits: how
-/// large the next table is, and when a graph computed again and again gets
-/// a size fitted to its addresses.
+/// large the next table is. (A graph computed again keeps its table: the
+/// size is chosen when the split is made, away from sizes its addresses
+/// crowd, see [`Table::accept`]. Refitting it later cost a whole new split
+/// for no measured gain, and was removed.)
 #[derive(Default)]
 pub(super) struct Sizing {
     /// Tensors of the last split besides its leafs and nodes (sources
     /// outside the graph's lists, input copies).
     others: usize,
-    /// Computes in a row that reused the last split (saturating).
-    reuses: u32,
 }
 
 /// One split's attempt at a table size; a failed one is retried larger, or
@@ -92,41 +87,19 @@ pub(super) struct Attempt {
     expected: usize,
     /// A table size to avoid (the graph's addresses were crowded there).
     avoid: usize,
-    /// A size fitted to the graph (first attempt of a refit only).
-    exact: Option<usize>,
     n: u32,
 }
 
 impl Sizing {
-    /// The last split is reused once more. Some(size) when the table should
-    /// be refitted to the graph now: at the TUNE_AFTER-th reuse in a row, if
-    /// its keys sit far from their home slots and a better size exists (each
-    /// probe step is one more comparison in every look-up). The caller then
-    /// splits again at that size, once.
-    pub fn on_reuse(&mut self, table: &Table) -> Option<usize> {
-        self.reuses = self.reuses.saturating_add(1);
-        if self.reuses != TUNE_AFTER || !table.could_be_tighter() {
-            return None;
-        }
-        table.better_size()
-    }
-
     /// The first attempt for a graph of `listed` leafs and nodes: room for
-    /// them and as many other tensors as the last split had; exactly the
-    /// current count when the same graph moves to a `refit` size.
-    pub fn first_attempt(&self, listed: usize, table: &Table, refit: Option<usize>) -> Attempt {
-        let expected = match refit {
-            Some(_) => table.len(),
-            None => listed + self.others.max(listed / 32) + 16,
-        };
-        Attempt { expected, avoid: 0, exact: refit, n: 0 }
+    /// them and as many other tensors as the last split had.
+    pub fn first_attempt(&self, listed: usize) -> Attempt {
+        Attempt { expected: listed + self.others.max(listed / 32) + 16, avoid: 0, n: 0 }
     }
 
     /// A split was made in `table` for a graph of `listed` leafs and nodes.
-    pub fn split_made(&mut self, table: &Table, listed: usize, refitted: bool) {
+    pub fn split_made(&mut self, table: &Table, listed: usize) {
         self.others = table.len().saturating_sub(listed);
-        // A graph that moved to a better size is not refitted again.
-        self.reuses = if refitted { TUNE_AFTER + 1 } else { 0 };
     }
 }
 
@@ -160,12 +133,9 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// Empty the table, with room for `expected` tensors and more than
-    /// `size` slots (0, or a size that was crowded), or exactly `exact`
-    /// slots if that leaves room for `expected`.
     /// Empty the table for `attempt`.
     pub fn reset_for(&mut self, attempt: &Attempt) {
-        self.reset(attempt.expected, attempt.avoid, attempt.exact.filter(|_| attempt.n == 0));
+        self.reset(attempt.expected, attempt.avoid);
     }
 
     /// Whether the keys just registered sit well enough in this size: a
@@ -177,13 +147,14 @@ impl Table {
         Ok(())
     }
 
-    fn reset(&mut self, expected: usize, size: usize, exact: Option<usize>) {
+    /// Empty the table, with room for `expected` tensors and more than
+    /// `size` slots (0, or a size that was crowded).
+    fn reset(&mut self, expected: usize, size: usize) {
         let want = (expected + expected / 3 + 17).max(size + 1);
-        let exact = exact.filter(|&n| n >= holds_from(expected) && n != self.keys.len());
-        if exact.is_some() || self.keys.len() < want || self.keys.len() > 2 * want {
+        if self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
-            let size = exact.unwrap_or_else(|| next_prime(want));
+            let size = next_prime(want);
             self.keys = vec![core::ptr::null_mut(); size];
             self.info = vec![SlotInfo::EMPTY; size];
         } else {
@@ -290,47 +261,6 @@ impl Table {
         self.steps > self.len / 2
     }
 
-    /// Whether keys sit noticeably far from their home slots (more than
-    /// one step in eight on average), so that another size may pay off for
-    /// a graph that is computed again and again.
-    pub fn could_be_tighter(&self) -> bool {
-        self.steps > self.len / 8
-    }
-
-    /// A table size (prime) at which the current keys would sit much closer
-    /// to their home slots: at most 3/4 of the current total distance, and
-    /// the smallest total found. Tries the primes from 6 % above the current
-    /// size (the table's memory: a few KiB at 2048 nodes) down to the
-    /// smallest size that holds the keys at load 3/4 (largest first: lower
-    /// loads more often spread a graph's addresses well, and a good size
-    /// found early cuts the others short); a size is dropped as soon as its
-    /// distance passes the best so far, and the whole search stops after as
-    /// many probes as 32 full simulations would make (about one compute).
-    ///
-    /// Linear probing's total distance does not depend on the order of
-    /// insertion, so simulating the keys in table order predicts exactly what
-    /// registering the same graph again gives.
-    pub fn better_size(&self) -> Option<usize> {
-        let keys: Vec<u64> = self.keys.iter().filter(|k| !k.is_null()).map(|&k| k as u64).collect();
-        let lo = holds_from(keys.len());
-        let hi = self.keys.len() + self.keys.len() / 16;
-        let mut best = (self.steps / 4 * 3, None);
-        let mut budget = 32 * keys.len();
-        let mut occupied = Vec::new();
-        let mut size = prev_prime(hi);
-        while size >= lo && best.0 > self.len / 64 && budget > 0 {
-            if size != self.keys.len() {
-                let (steps, probes) = displacement(&keys, size, best.0, &mut occupied);
-                budget = budget.saturating_sub(probes);
-                if let Some(steps) = steps {
-                    best = (steps, Some(size));
-                }
-            }
-            size = prev_prime(size - 1);
-        }
-        best.1
-    }
-
     /// Which filling of the table this is: the slots of one generation are
     /// the same tensors (reset and release start a new one).
     pub fn generation(&self) -> u64 {
@@ -380,43 +310,9 @@ impl FastMod {
     }
 }
 
-/// Total distance from their home slots of `keys` inserted by linear probing
-/// into `size` slots, if below `bound`; and the number of keys placed.
-fn displacement(keys: &[u64], size: usize, bound: usize, occupied: &mut Vec<u64>) -> (Option<usize>, usize) {
-    occupied.clear();
-    occupied.resize(size.div_ceil(64), 0);
-    let modulo = FastMod::new(size as u64);
-    let mut steps = 0;
-    for (n, &k) in keys.iter().enumerate() {
-        let mut i = modulo.rem(k) as usize;
-        while occupied[i / 64] & (1 << (i % 64)) != 0 {
-            i += 1;
-            steps += 1;
-            if i == size {
-                i = 0;
-            }
-        }
-        if steps >= bound {
-            return (None, n + 1);
-        }
-        occupied[i / 64] |= 1 << (i % 64);
-    }
-    (Some(steps), keys.len())
-}
-
 /// Most keys a table of `size` slots takes (three quarters).
 fn limit(size: usize) -> usize {
     size / 4 * 3
-}
-
-/// The smallest table size that takes `n` keys.
-fn holds_from(n: usize) -> usize {
-    n.div_ceil(3) * 4
-}
-
-/// The largest prime <= n (2 for smaller n).
-fn prev_prime(n: usize) -> usize {
-    (2..=n.max(2)).rev().find(|&n| is_prime(n)).unwrap_or(2)
 }
 
 fn next_prime(n: usize) -> usize {
@@ -439,7 +335,7 @@ mod tests {
     fn insert_find_and_full() {
         let mut ts = tensors(200);
         let mut t = Table::default();
-        t.reset(10, 0, None);
+        t.reset(10, 0);
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
@@ -465,7 +361,7 @@ mod tests {
         }
         assert_eq!(t.find(&mut ts[n]), None);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), n);
-        t.reset(10, 0, None);
+        t.reset(10, 0);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), 0);
     }
 
@@ -502,58 +398,19 @@ mod tests {
         // only covers handles that are).
         let fake = |a: usize| unsafe { TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)) }.unwrap();
         let mut t = Table::default();
-        t.reset(100, 0, None);
+        t.reset(100, 0);
         let size = t.keys().len();
         for k in 1..=50 {
             t.insert(fake(k * 16)).unwrap(); // distinct home slots
         }
         assert!(!t.crowded());
-        t.reset(100, 0, None);
+        t.reset(100, 0);
         for k in 1..=50 {
             t.insert(fake(k * size)).unwrap(); // one home slot for all
         }
         assert!(t.crowded());
-        t.reset(100, size, None);
+        t.reset(100, size);
         assert!(t.keys().len() > size, "another size when asked");
-    }
-
-    #[test]
-    fn a_better_size_is_predicted_exactly() {
-        // never dereferenced: the table only hashes and compares addresses
-        // (made without provenance, not by an integer cast, for Miri)
-        // SAFETY: never dereferenced, as just said (TensorRef::new's contract
-        // only covers handles that are).
-        let fake = |a: usize| unsafe { TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)) }.unwrap();
-        // two "contexts" of 300 tensors at one stride, whose home slots
-        // overlap in the first table
-        let mut keys: Vec<usize> = (0..300).map(|i| 0x10_0000 + 368 * i).collect();
-        let mut t = Table::default();
-        t.reset(600, 0, None);
-        let size = t.size();
-        keys.extend((0..300).map(|i| 0x10_0000 + 368 * i + size * 1000 + 1));
-        for &k in &keys {
-            t.insert(fake(k)).unwrap();
-        }
-        assert!(t.could_be_tighter(), "{} steps for {} keys", t.steps, t.len());
-        let better = t.better_size().expect("a size with 3/4 of the distance");
-        assert!(is_prime(better) && limit(better) >= keys.len() && better <= size + size / 16);
-        let mut occupied = Vec::new();
-        let (predicted, _) = displacement(&keys.iter().map(|&k| k as u64).collect::<Vec<_>>(), better, usize::MAX, &mut occupied);
-        let predicted = predicted.unwrap();
-        assert!(predicted * 4 <= t.steps * 3);
-
-        // The same keys in another order, in a table of exactly that size.
-        let before = t.steps;
-        t.reset(keys.len(), 0, Some(better));
-        assert_eq!(t.size(), better);
-        for &k in keys.iter().rev() {
-            t.insert(fake(k)).unwrap();
-        }
-        assert_eq!(t.steps, predicted, "distance does not depend on the order of insertion");
-        assert!(t.steps * 4 <= before * 3);
-        // An exact size too small for the keys is not taken.
-        t.reset(keys.len(), 0, Some(keys.len()));
-        assert!(limit(t.size()) >= keys.len());
     }
 
     #[test]

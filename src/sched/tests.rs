@@ -207,7 +207,7 @@ fn plan(w: &mut World, user: &PtrMap) -> State {
     let graph = unsafe { GraphRef::new(&mut g) }.unwrap();
     let mut st = State::default();
     let listed = w.nodes.len() + w.leafs.len();
-    let mut attempt = st.sizing.first_attempt(listed, &st.table, None);
+    let mut attempt = st.sizing.first_attempt(listed);
     let accepts_all = vec![false; backends.len()];
     let settings = Settings { accepts_all: &accepts_all, debug: false, measuring: false };
     loop {
