@@ -144,10 +144,13 @@ struct Slot {
     views: i32,
     /// The backend whose compute buffer allocates it.
     backend: Option<BackendIdx>,
+    /// The size this plan allocated it with (0: not allocated by the plan):
+    /// freed with the same, without asking the buffer again.
+    bytes: usize,
 }
 
 impl Slot {
-    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: None, children: 0, views: 0, backend: None };
+    const EMPTY: Slot = Slot { data: 0, buffer: core::ptr::null_mut(), vsrc: None, children: 0, views: 0, backend: None, bytes: 0 };
 }
 
 /// The allocation's working state, kept between computes for its memory.
@@ -441,7 +444,7 @@ impl Galloc {
                 }
                 v
             };
-            self.slots.push(Slot { data: g.data as usize, buffer: g.buffer, vsrc, children: 0, views: 0, backend: info.assign });
+            self.slots.push(Slot { data: g.data as usize, buffer: g.buffer, vsrc, backend: info.assign, ..Slot::EMPTY });
         }
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
@@ -570,6 +573,7 @@ impl Galloc {
         let s = &mut self.slots[i];
         s.data = arena.base + offset;
         s.buffer = arena.buffer.as_ptr();
+        s.bytes = bytes;
         self.max[b] = self.max[b].max(offset + size);
         self.steps.push(Step::Alloc { id, b, offset });
         Ok(keep)
@@ -583,8 +587,15 @@ impl Galloc {
         if n.buffer != arena.buffer.as_ptr() {
             return;
         }
-        let bytes = arena.buffer.alloc_size(self.tensor(table, id));
-        self.note(Read::Size { id, b, bytes });
+        // (ggml-alloc asks the buffer again; the tensor has not changed
+        // since this plan allocated it, so neither has the answer)
+        let bytes = if n.bytes != 0 {
+            n.bytes
+        } else {
+            let bytes = arena.buffer.alloc_size(self.tensor(table, id));
+            self.note(Read::Size { id, b, bytes });
+            bytes
+        };
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[b].free(offset, size).is_none() {
