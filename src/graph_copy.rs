@@ -12,6 +12,7 @@ use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_context, wsp_ggml_init_params,
 use crate::handle::BackendRef;
 use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef, OwnedBuffer};
 use crate::ptrmap::PtrMap;
+use crate::talloc::Tallocr;
 
 /// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.
 #[repr(C)]
@@ -196,28 +197,21 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
         c.dup(node);
     }
 
-    // Size the buffer with a measure allocator, then allocate for real.
-    // SAFETY: ggml-alloc allocators over a valid backend; measure addresses are
-    // fake and cleared before the real allocation.
-    let buffer = unsafe {
-        let measure = ggml::wsp_ggml_tallocr_new_measure_from_backend(backend.as_ptr());
-        for &t in &c.to_alloc {
-            ggml::wsp_ggml_tallocr_alloc(measure, t.as_ptr());
-        }
-        let size = ggml::wsp_ggml_tallocr_max_size(measure);
-        ggml::wsp_ggml_tallocr_free(measure);
-        for &t in &c.to_alloc {
-            t.clear_allocation();
-        }
-        let buffer = backend.alloc_buffer(size);
-        check(!buffer.is_null(), func, || format!("backend '{}' failed to allocate {size} bytes", backend.name_lossy()));
-        let talloc = ggml::wsp_ggml_tallocr_new_from_buffer(buffer);
-        for &t in &c.to_alloc {
-            ggml::wsp_ggml_tallocr_alloc(talloc, t.as_ptr());
-        }
-        ggml::wsp_ggml_tallocr_free(talloc); // does not own the buffer
-        buffer
+    // Size the buffer with a measure allocator (its addresses are fake and
+    // cleared), then allocate for real.
+    let size = {
+        let measure = Tallocr::measure(backend);
+        c.to_alloc.iter().for_each(|&t| measure.alloc(t));
+        measure.max_size()
     };
+    c.to_alloc.iter().for_each(|t| t.clear_allocation());
+    // SAFETY: NULL or the buffer the backend just made for this copy, ours alone.
+    let Some(buffer) = (unsafe { OwnedBuffer::from_raw(backend.alloc_buffer(size)) }) else {
+        fatal(func, &format!("backend '{}' failed to allocate {size} bytes", backend.name_lossy()));
+    };
+    let talloc = Tallocr::over(buffer.get());
+    c.to_alloc.iter().for_each(|&t| talloc.alloc(t));
+    drop(talloc); // (it does not own the buffer)
 
     for node in graph.nodes() {
         c.init(node);
@@ -233,9 +227,12 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
     }
     // SAFETY: as above.
     unsafe { (*copy).n_nodes = graph.n_nodes() as i32 };
-    // SAFETY: the buffer the backend just made for this copy, ours alone.
-    let buffer = unsafe { OwnedBuffer::from_raw(buffer) };
-    GraphCopy { buffer, ctx_allocated: OwnedContext(c.ctx_allocated), ctx_unallocated: OwnedContext(c.ctx_unallocated), graph: copy }
+    GraphCopy {
+        buffer: Some(buffer),
+        ctx_allocated: OwnedContext(c.ctx_allocated),
+        ctx_unallocated: OwnedContext(c.ctx_unallocated),
+        graph: copy,
+    }
 }
 
 /// A one-node view of `graph` at `i`.

@@ -42,6 +42,7 @@ mod prelude;
 mod ptrmap;
 mod sched;
 mod sys;
+mod talloc;
 
 /// Every struct layout fact the crate relies on, as (C expression, value
 /// in this build): ffi-tests compiles the expressions with the target's C

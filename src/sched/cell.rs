@@ -113,7 +113,7 @@ impl SchedCell {
     pub fn graph_compute(&self, graph: GraphRef) {
         let func = "wsp_ggml_backend_sched_graph_compute";
         let n_splits = self.with_mut(func, |s| {
-            check(s.measured, func, || "called before wsp_ggml_backend_sched_init_measure".into());
+            check(s.is_measured(), func, || "called before wsp_ggml_backend_sched_init_measure".into());
             s.plan_and_place(graph, func);
             s.st.plan.splits.len()
         });

@@ -39,50 +39,38 @@ mod reuse;
 mod state;
 mod table;
 mod talloc_model;
-mod tallocr;
 #[cfg(test)]
 mod tests;
 
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::handle::wsp_ggml_backend_buffer_t;
 use crate::handle::{tensor_backend, BackendRef};
-use crate::handle::{wsp_ggml_backend_buffer_t, BufferRef};
 use crate::ptrmap::PtrMap;
+use crate::talloc::Tallocr;
 use ids::BackendIdx;
 use plan::{Refusal, Settings};
 use probe::{CProbe, Registrar};
 use table::{Attempt, Retry};
 
 pub use cell::SchedCell;
-use state::{nanos, PerBackend, State};
+use fit::NeedsFallback;
+use galloc::TooSmall;
+use state::{nanos, refresh_copy, BackendRecord, Phase, State};
 pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef<'static>]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
-        let per = backends
-            .iter()
-            .map(|b| PerBackend {
-                // SAFETY: valid backend; ggml-alloc allocates a 1-byte measure buffer from it.
-                talloc: unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) },
-                buffer_size: 0,
-                stats: BackendStats::default(),
-            })
-            .collect();
         Box::new(Sched {
-            backends: backends.to_vec(),
-            accepts_all: backends.iter().map(|&b| crate::cpu::is_cpu(b) || !b.has_supports_op()).collect(),
-            per,
+            backends: backends.iter().map(|&b| BackendRecord::new(b)).collect(),
+            phase: Phase::New,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
-            measured: false,
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
             user: PtrMap::new(),
             eval_callback: None,
-            retired: Vec::new(),
-            grown_buffers: Vec::new(),
-            measuring: false,
             split_stats: Vec::new(),
             st: State::default(),
         })
@@ -92,9 +80,20 @@ impl Sched {
         self.backends.len()
     }
 
+    /// Whether `init_measure` (or `reserve`) made the compute buffers.
+    pub fn is_measured(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    /// The backends, in priority order (what registration and the probe
+    /// read: a few pointers, collected per split).
+    fn refs(&self) -> Vec<BackendRef<'static>> {
+        self.backends.iter().map(|r| r.backend).collect()
+    }
+
     /// Index of `backend` in this scheduler, or abort naming `func`.
     fn index_of(&self, backend: BackendRef, func: &str) -> BackendIdx {
-        match self.backends.iter().position(|&b| b == backend) {
+        match self.backends.iter().position(|r| r.backend == backend) {
             Some(i) => BackendIdx::new(i),
             None => fatal(
                 func,
@@ -103,14 +102,15 @@ impl Sched {
         }
     }
 
+    /// The compute allocator of `backend`, for C: valid until the next
+    /// measure, reset of buffers or `sched_free` (it may be retired by a
+    /// compute, and stays valid until then).
     pub fn get_tallocr(&self, backend: BackendRef, func: &str) -> wsp_ggml_tallocr_t {
-        self.per[self.index_of(backend, func)].talloc
+        self.backends[self.index_of(backend, func)].talloc.as_ptr()
     }
 
     pub fn get_buffer(&self, backend: BackendRef, func: &str) -> wsp_ggml_backend_buffer_t {
-        let talloc = self.get_tallocr(backend, func);
-        // SAFETY: our own live allocator.
-        unsafe { ggml::wsp_ggml_tallocr_get_buffer(talloc) }
+        self.backends[self.index_of(backend, func)].talloc.buffer().as_ptr()
     }
 
     pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
@@ -135,51 +135,40 @@ impl Sched {
     /// sizes them as the original does, which can be smaller).
     fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
         // Measure with fresh measure allocators; keep the real ones aside.
-        let mut kept = Vec::new();
-        if self.measured {
-            for (p, b) in self.per.iter_mut().zip(&self.backends) {
-                kept.push(p.talloc);
-                // SAFETY: a fresh measure allocator from a valid backend.
-                p.talloc = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(b.as_ptr()) };
-            }
-        }
-        self.measuring = true;
+        let real = self.phase == Phase::Ready;
+        let kept: Vec<Option<Tallocr<'static>>> =
+            self.backends.iter_mut().map(|r| real.then(|| core::mem::replace(&mut r.talloc, Tallocr::measure(r.backend)))).collect();
+        self.phase = Phase::Measuring;
         self.split_graph(graph, func);
-        self.measuring = false;
         self.clear_stats();
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
         let sizes = self.measure_split(func);
-        for (i, &measured) in sizes.iter().enumerate() {
-            let measure = self.per[i].talloc;
-            // SAFETY: our measure allocator; freed once here.
-            unsafe { ggml::wsp_ggml_tallocr_free(measure) };
-            let mut size = measured;
-            if let Some(&old) = kept.get(i) {
-                // As the original, which measured again with the real
-                // allocators: the most this buffer held since it was made,
-                // and the graph on top of the inputs the caller allocated in it.
-                self.per[i].talloc = old;
-                // SAFETY: our live allocator.
-                let held = unsafe { ggml::wsp_ggml_tallocr_max_size(old) };
-                size = self.occupied(i).saturating_add(measured).max(held);
-                if grow_only {
-                    size = size.max(self.per[i].buffer_size);
-                }
-                if size == self.per[i].buffer_size {
-                    continue; // the same buffer again
-                }
-                // SAFETY: our live allocator, replaced just below.
-                unsafe { self.free_talloc(old) };
+        for ((r, measured), old) in self.backends.iter_mut().zip(sizes).zip(kept) {
+            let Some(old) = old else {
+                // Exactly the measured size, as the original (programs print
+                // it); the first compute checks the fit (fit.rs).
+                r.talloc = Tallocr::with_buffer_of(r.backend, measured);
+                r.buffer_size = measured;
+                continue;
+            };
+            // As the original, which measured again with the real
+            // allocators: the most this buffer held since it was made, and
+            // the graph on top of the inputs the caller allocated in it.
+            let mut size = fit::occupied(&old, &self.st).saturating_add(measured).max(old.max_size());
+            if grow_only {
+                size = size.max(r.buffer_size);
             }
-            // Exactly the measured size, as the original (programs print
-            // it); the first compute checks the fit (fit.rs).
-            // SAFETY: valid backend; ggml-alloc allocates a buffer of `size` bytes.
-            self.per[i].talloc = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(self.backends[i].as_ptr(), size) };
-            self.per[i].buffer_size = size;
+            if size == r.buffer_size {
+                r.talloc = old; // the same buffer again (the measure allocator goes)
+                continue;
+            }
+            drop(old); // (before the new buffer is allocated)
+            r.talloc = Tallocr::with_buffer_of(r.backend, size);
+            r.buffer_size = size;
         }
-        self.free_retired();
-        self.measured = true;
+        self.backends.iter_mut().for_each(|r| r.retired.clear());
+        self.phase = Phase::Ready;
         self.finish();
     }
 
@@ -200,7 +189,7 @@ impl Sched {
     fn clear_stats(&mut self) {
         self.split_stats.clear();
         self.split_stats.resize(self.st.plan.splits.len(), SplitStats::default());
-        self.per.iter_mut().for_each(|p| p.stats = BackendStats::default());
+        self.backends.iter_mut().for_each(|r| r.stats = BackendStats::default());
     }
 
     pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>, user_data: *mut core::ffi::c_void) {
@@ -212,45 +201,39 @@ impl Sched {
     }
 
     pub fn backend(&self, i: usize) -> Option<BackendRef<'static>> {
-        self.backends.get(i).copied()
+        self.backends.get(i).map(|r| r.backend)
     }
 
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
         let slot = self.st.table.find(node.as_ptr())?;
-        self.st.table.info[slot as usize].assign.map(|a| self.backends[a])
+        self.st.table.info[slot as usize].assign.map(|a| self.backends[a].backend)
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
     /// (ggml-alloc's 1-byte placeholder is not a compute buffer).
     pub fn buffer_size(&self, backend: BackendRef, func: &str) -> usize {
-        let buffer = self.get_buffer(backend, func);
-        if !self.measured {
+        let talloc = &self.backends[self.index_of(backend, func)].talloc;
+        if self.phase != Phase::Ready {
             return 0;
         }
-        // SAFETY: NULL or our compute buffer for `backend`, live until the
-        // scheduler is freed.
-        unsafe { BufferRef::new(buffer) }.map_or(0, BufferRef::size)
+        talloc.buffer().size()
     }
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
     pub fn split_info(&self, i: usize) -> Option<(BackendRef<'static>, usize, usize, usize, SplitStats)> {
         let s = self.st.plan.splits.get(i)?;
         let stats = self.split_stats.get(i).copied().unwrap_or_default();
-        Some((self.backends[s.backend], s.i_start, s.i_end, s.inputs.len(), stats))
+        Some((self.backends[s.backend].backend, s.i_start, s.i_end, s.inputs.len(), stats))
     }
 
     pub fn backend_stats(&self, backend: BackendRef) -> Option<BackendStats> {
-        let i = self.backends.iter().position(|&b| b == backend)?;
-        Some(self.per[i].stats)
+        self.backends.iter().find(|r| r.backend == backend).map(|r| r.stats)
     }
 
     /// Reset allocators, restore the graph's sources, drop user assignments.
     fn finish(&mut self) {
-        for t in self.per.iter().map(|p| p.talloc).chain(self.retired.iter().copied()) {
-            // SAFETY: our own live allocator.
-            unsafe { ggml::wsp_ggml_tallocr_reset(t) };
-        }
+        self.backends.iter().for_each(BackendRecord::reset_allocators);
         self.st.unpatch();
         self.user.clear(0);
     }
@@ -262,14 +245,14 @@ impl Sched {
     /// Copy the inputs of split `k` to its backend; returns the bytes copied.
     fn copy_inputs(&self, k: usize, func: &str) -> usize {
         let split = &self.st.plan.splits[k];
-        let backend = self.backends[split.backend];
+        let backend = self.backends[split.backend].backend;
         split.inputs.clone().map(|i| self.copy_input(i, backend, func)).sum()
     }
 
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
         let split = &self.st.plan.splits[k];
-        let stats = &mut self.per[split.backend].stats;
+        let stats = &mut self.backends[split.backend].stats;
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
         stats.bytes_copied += bytes;
@@ -282,7 +265,7 @@ impl Sched {
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize) -> bool {
-        let backend = self.backends[self.st.plan.splits[k].backend];
+        let backend = self.backends[self.st.plan.splits[k].backend].backend;
         let mut view = self.st.split_graphs[k];
         match self.eval_callback {
             None => {
@@ -299,7 +282,7 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.per[self.st.plan.splits[k].backend].stats.compute_ns += nanos(from, to);
+        self.backends[self.st.plan.splits[k].backend].stats.compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
@@ -312,12 +295,7 @@ impl Sched {
                 // A view not initialised yet (as the original does it).
                 input.init_view_from_src(view_src);
                 if let Some(owner) = tensor_backend(input) {
-                    let buffer = self.get_buffer(owner, func);
-                    // SAFETY: NULL or our compute buffer for `owner`, live
-                    // until the scheduler is freed.
-                    if let Some(buffer) = unsafe { BufferRef::new(buffer) } {
-                        buffer.init_tensor(input);
-                    }
+                    self.backends[self.index_of(owner, func)].talloc.buffer().init_tensor(input);
                 }
             }
         }
@@ -364,11 +342,86 @@ impl Sched {
         self.clear_stats();
     }
 
+    /// Plan the split's allocation and apply it; `reused`: the split is the
+    /// last compute's, whose placement is applied again if it still holds
+    /// (galloc.rs, `Galloc::still_holds`). A buffer too small for the
+    /// plan grows first (fit.rs); where a backend cannot allocate a larger
+    /// buffer, the split does not fit with `set_node_backend`'s assignments
+    /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
+    /// is what the original computes); without assignments to drop, it
+    /// stops with a message.
+    fn allocate(&mut self, reused: bool, func: &str) -> Result<(), NeedsFallback> {
+        if reused {
+            let arenas = fit::arenas(&self.backends, &self.st);
+            if self.galloc.still_holds(&self.st.table, &arenas) {
+                self.galloc.apply(&self.st.table, &arenas);
+                return Ok(());
+            }
+        }
+        let mut grown = vec![false; self.backends.len()];
+        // A grown buffer starts empty (the caller's inputs stay in the old
+        // one) and has room for the whole need, so each backend grows at
+        // most once.
+        for _ in 0..self.backends.len() + 2 {
+            let arenas = fit::arenas(&self.backends, &self.st);
+            let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
+                self.galloc.apply(&self.st.table, &arenas);
+                self.galloc.release();
+                return Ok(());
+            };
+            let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func);
+            assert!(endless.is_ok(), "an endless buffer fits any split");
+            let need = self.galloc.max[b];
+            let have = arenas[b].buffer.size();
+            drop(arenas);
+            let r = &mut self.backends[b];
+            if self.debug {
+                crate::platform::errln!(
+                    "wsp_ggml_backend_sched: the split needs {need} bytes of the compute buffer of '{}' ({have} bytes)",
+                    r.backend.name_lossy()
+                );
+            }
+            if r.grow(need, grown[b.get()], self.debug) {
+                grown[b.get()] = true;
+            } else if !self.user.is_empty() {
+                if self.debug {
+                    crate::platform::errln!(
+                        "wsp_ggml_backend_sched: '{}' cannot allocate a larger compute buffer: set_node_backend is not applied in this compute",
+                        r.backend.name_lossy()
+                    );
+                }
+                return Err(NeedsFallback);
+            } else {
+                fatal(
+                    func,
+                    &format!(
+                        "this graph needs a compute buffer of {need} bytes on backend '{}' (it has {have}), and the backend could not allocate one",
+                        r.backend.name_lossy()
+                    ),
+                );
+            }
+        }
+        unreachable!("the compute buffers fit the split once each has grown");
+    }
+
+    /// The measure of the split just made: how far into each measure
+    /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
+    /// after ggml-alloc allocated it). Nothing is placed.
+    fn measure_split(&mut self, func: &str) -> Vec<usize> {
+        let arenas = fit::arenas(&self.backends, &self.st);
+        if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func).is_err() {
+            unreachable!("an endless buffer fits any split");
+        }
+        drop(arenas);
+        self.galloc.release();
+        self.backends.iter().zip(&self.galloc.max).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
+    }
+
     /// Print the assignments and splits of the last split_graph to stderr.
     fn print_assignments(&self, graph: GraphRef) {
         use core::fmt::Write;
         let st = &self.st;
-        let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].name_lossy());
+        let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].backend.name_lossy());
         // (one line, one write; a long listing never sits whole in memory)
         let mut out = String::new();
         let flush = |out: &mut String| {
@@ -454,15 +507,21 @@ impl Sched {
     /// unchanged.
     /// Returns whether the split is new (not the last one, reused).
     pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
-        let reused = self.user.is_empty() && self.st.still_valid(&self.backends, graph);
+        let backends = self.refs();
+        let reused = self.user.is_empty() && self.st.still_valid(&backends, graph);
         if reused {
-            self.reuse_split(graph);
+            for c in 0..self.st.plan.copy_of.len() {
+                refresh_copy(&backends, &mut self.st, c);
+            }
+            self.st.patch();
+            self.st.view_splits(graph);
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut attempt = self.st.sizing.first_attempt(listed);
-            let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.measuring };
+            let accepts_all: Vec<bool> = self.backends.iter().map(|r| r.accepts_all).collect();
+            let settings = Settings { accepts_all: &accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
             let lenient = loop {
-                match make_split(&mut self.st, &self.backends, settings, &self.user, graph, &attempt, func) {
+                match make_split(&mut self.st, &backends, settings, &self.user, graph, &attempt, func) {
                     Ok(lenient) => break lenient,
                     Err(why) => attempt.retry(why, &self.st.table),
                 }
@@ -475,17 +534,6 @@ impl Sched {
             self.print_assignments(graph);
         }
         !reused
-    }
-}
-
-impl Drop for Sched {
-    fn drop(&mut self) {
-        // (the graph's sources are given back when the patches drop)
-        self.free_retired();
-        for p in core::mem::take(&mut self.per) {
-            // SAFETY: our live allocators, taken out of `per`, so freed once.
-            unsafe { self.free_talloc(p.talloc) };
-        }
     }
 }
 

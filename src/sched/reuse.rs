@@ -29,8 +29,7 @@
 
 use super::ids::Loc;
 use super::probe::{locate, Again};
-use super::state::Sched;
-use super::state::{refresh_copy, State};
+use super::state::State;
 use super::table::Seen;
 use crate::ggml::{GraphRef, TensorRef};
 use crate::handle::BackendRef;
@@ -95,16 +94,5 @@ impl State {
             return false;
         }
         st.reuse.answers_hold(&mut Again { table: &st.table, backends })
-    }
-}
-
-impl Sched {
-    /// Make the last split current again for `graph` (checked by `still_valid`).
-    pub(super) fn reuse_split(&mut self, graph: GraphRef) {
-        for c in 0..self.st.plan.copy_of.len() {
-            refresh_copy(&self.backends, &mut self.st, c);
-        }
-        self.st.patch();
-        self.st.view_splits(graph);
     }
 }

@@ -11,9 +11,10 @@ use super::ids::{self, Rule, SlotId};
 use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
 use super::table;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
-use crate::handle::{BackendRef, OwnedBuffer};
+use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::handle::BackendRef;
 use crate::ptrmap::PtrMap;
+use crate::talloc::Tallocr;
 
 /// The graph sources a split redirects to its input copies, while they are
 /// redirected: (node, source index, original source) of each. Dropped
@@ -135,39 +136,58 @@ pub(super) fn nanos(from: u64, to: u64) -> u64 {
 }
 
 /// What the scheduler keeps for one of its backends.
-pub(super) struct PerBackend {
+pub(super) struct BackendRecord {
+    pub(super) backend: BackendRef<'static>,
+    /// Whether it accepts every op (our CPU backend, or one whose
+    /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
+    /// `supports_op` is never asked.
+    pub(super) accepts_all: bool,
     /// Its compute allocator (a measure allocator before the first measure).
-    pub(super) talloc: wsp_ggml_tallocr_t,
-    /// Compute buffer size requested at the last measure/reserve.
+    pub(super) talloc: Tallocr<'static>,
+    /// Compute allocators that growth replaced during computes (fit.rs),
+    /// alive until the next measure or `sched_free`: the caller may hold
+    /// one, or tensors in its buffer.
+    pub(super) retired: Vec<Tallocr<'static>>,
+    /// Compute buffer size requested at the last measure/reserve or growth.
     pub(super) buffer_size: usize,
     /// What the last compute did on it.
     pub(super) stats: BackendStats,
 }
 
+impl BackendRecord {
+    pub(super) fn new(backend: BackendRef<'static>) -> BackendRecord {
+        BackendRecord {
+            backend,
+            accepts_all: crate::cpu::is_cpu(backend) || !backend.has_supports_op(),
+            talloc: Tallocr::measure(backend),
+            retired: Vec::new(),
+            buffer_size: 0,
+            stats: BackendStats::default(),
+        }
+    }
+}
+
+/// Where a scheduler is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Phase {
+    /// Made, never measured: a compute is refused, buffer sizes are 0.
+    New,
+    /// `init_measure`/`reserve` is planning (see `plan::Settings::measuring`).
+    Measuring,
+    /// Measured: compute buffers exist.
+    Ready,
+}
+
 pub struct Sched {
-    /// The backends in priority order (the passes read them as a slice).
-    pub(super) backends: Vec<BackendRef<'static>>,
-    /// Whether each backend accepts every op (our CPU backend, or one whose
-    /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
-    /// `supports_op` is never asked.
-    pub(super) accepts_all: Vec<bool>,
-    /// One record per backend, in the same order.
-    pub(super) per: Vec<PerBackend>,
+    /// The backends in priority order, one record each.
+    pub(super) backends: Vec<BackendRecord>,
+    pub(super) phase: Phase,
     /// The split's allocation (galloc.rs), kept for its memory.
     pub(super) galloc: galloc::Galloc,
-    pub(super) measured: bool,
     pub(super) debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
     pub(super) user: PtrMap,
     pub(super) eval_callback: Option<(EvalCallback, usize)>,
-    /// Compute allocators replaced by larger ones during a compute (fit.rs),
-    /// alive until the next measure or `sched_free`.
-    pub(super) retired: Vec<wsp_ggml_tallocr_t>,
-    /// Buffers that growth allocated (fit.rs): their allocators do not own
-    /// them, free_talloc frees them.
-    pub(super) grown_buffers: Vec<OwnedBuffer>,
-    /// `init_measure`/`reserve` is planning (see `Planner::measuring`).
-    pub(super) measuring: bool,
     pub(super) split_stats: Vec<SplitStats>,
     pub(super) st: State,
 }

@@ -1,4 +1,6 @@
-//! ggml-alloc's allocator struct, read: the free blocks of a compute
+//! ggml-alloc's allocator (`wsp_ggml_tallocr`), owned: [`Tallocr`] makes,
+//! frees and asks it, and is the only place that calls ggml-alloc's
+//! allocator functions. And its struct, read: the free blocks of a compute
 //! allocator, which ggml-alloc has no call for. Read field by field from its
 //! private struct ([`TallocrHead`], laid out in `sys` and checked with each
 //! target's C compiler), each field validated before the next is read.
@@ -6,12 +8,119 @@
 use crate::prelude::*;
 
 use core::ffi::{c_int, c_void};
+use core::marker::PhantomData;
+use core::ptr::NonNull;
 
+use crate::fatal::fatal;
 use crate::ggml::{
-    wsp_ggml_tallocr_get_buffer, wsp_ggml_tallocr_is_measure, wsp_ggml_tallocr_max_size, wsp_ggml_tallocr_t, FreeBlock, TallocrHead,
-    TALLOCR_MAX_FREE_BLOCKS,
+    self, wsp_ggml_tallocr, wsp_ggml_tallocr_get_buffer, wsp_ggml_tallocr_is_measure, wsp_ggml_tallocr_max_size, wsp_ggml_tallocr_t,
+    FreeBlock, TallocrHead, TensorRef, TALLOCR_MAX_FREE_BLOCKS,
 };
-use crate::handle::BufferRef;
+use crate::handle::{assert_owning, BackendRef, BufferRef, OwnedBuffer};
+
+/// A ggml-alloc allocator this library made, and owns: freed on drop,
+/// then the buffer it was made in if it holds that one too ([`Tallocr::owning`]).
+/// `'b`: the buffer it allocates in, when borrowed ([`Tallocr::over`]).
+pub(crate) struct Tallocr<'b> {
+    raw: NonNull<wsp_ggml_tallocr>,
+    /// A buffer the allocator does not own (ggml-alloc frees only the ones
+    /// it allocated), held for it: freed after it (fields drop after `drop`).
+    _held: Option<OwnedBuffer>,
+    _borrows: PhantomData<BufferRef<'b>>,
+}
+
+assert_owning!(Tallocr<'static>);
+
+impl Tallocr<'static> {
+    /// What ggml-alloc made (`what`: the call, for the message).
+    fn made(raw: wsp_ggml_tallocr_t, buffer: Option<OwnedBuffer>, what: &str) -> Self {
+        let raw = NonNull::new(raw).unwrap_or_else(|| fatal(what, "ggml-alloc made no allocator"));
+        Tallocr { raw, _held: buffer, _borrows: PhantomData }
+    }
+
+    /// A measure allocator for `backend` (ggml-alloc allocates a 1-byte
+    /// buffer from it, and owns it).
+    pub fn measure(backend: BackendRef) -> Self {
+        // SAFETY: a live backend (BackendRef invariant).
+        let raw = unsafe { ggml::wsp_ggml_tallocr_new_measure_from_backend(backend.as_ptr()) };
+        Self::made(raw, None, "wsp_ggml_tallocr_new_measure_from_backend")
+    }
+
+    /// An allocator over a new buffer of `size` bytes from `backend`
+    /// (ggml-alloc allocates it, and owns it).
+    pub fn with_buffer_of(backend: BackendRef, size: usize) -> Self {
+        // SAFETY: a live backend (BackendRef invariant).
+        let raw = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(backend.as_ptr(), size) };
+        Self::made(raw, None, "wsp_ggml_tallocr_new_from_backend")
+    }
+
+    /// An allocator in `buffer`, which it keeps and frees after itself.
+    pub fn owning(buffer: OwnedBuffer) -> Self {
+        // SAFETY: a live buffer, kept alive with the allocator.
+        let raw = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
+        Self::made(raw, Some(buffer), "wsp_ggml_tallocr_new_from_buffer")
+    }
+}
+
+impl<'b> Tallocr<'b> {
+    /// An allocator in `buffer`, borrowed: it cannot outlive the buffer.
+    pub fn over(buffer: BufferRef<'b>) -> Self {
+        // SAFETY: a live buffer, for at least `'b`, which the allocator
+        // does not outlive.
+        let raw = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
+        let raw = NonNull::new(raw).unwrap_or_else(|| fatal("wsp_ggml_tallocr_new_from_buffer", "ggml-alloc made no allocator"));
+        Tallocr { raw, _held: None, _borrows: PhantomData }
+    }
+
+    /// The allocator, for C (`sched_get_tallocr`): valid while `self` is.
+    pub fn as_ptr(&self) -> wsp_ggml_tallocr_t {
+        self.raw.as_ptr()
+    }
+
+    /// The buffer it allocates in.
+    pub fn buffer(&self) -> BufferRef<'_> {
+        // SAFETY: our live allocator; its buffer is live as long as it is.
+        let buffer = unsafe { BufferRef::new(wsp_ggml_tallocr_get_buffer(self.as_ptr())) };
+        buffer.expect("a ggml-alloc allocator has a buffer")
+    }
+
+    pub fn is_measure(&self) -> bool {
+        // SAFETY: our live allocator.
+        unsafe { wsp_ggml_tallocr_is_measure(self.as_ptr()) }
+    }
+
+    /// The most it has held since it was made or reset.
+    pub fn max_size(&self) -> usize {
+        // SAFETY: our live allocator.
+        unsafe { wsp_ggml_tallocr_max_size(self.as_ptr()) }
+    }
+
+    /// Everything free again.
+    pub fn reset(&self) {
+        // SAFETY: our live allocator.
+        unsafe { ggml::wsp_ggml_tallocr_reset(self.as_ptr()) }
+    }
+
+    /// Allocate `t` (ggml-alloc stops the process when it does not fit).
+    pub fn alloc(&self, t: TensorRef) {
+        // SAFETY: our live allocator and a live tensor.
+        unsafe { ggml::wsp_ggml_tallocr_alloc(self.as_ptr(), t.as_ptr()) }
+    }
+
+    /// Its free blocks, read from its struct (see [`tallocr_free_blocks`]).
+    pub fn free_blocks(&self) -> Option<Vec<(usize, usize)>> {
+        // SAFETY: our live allocator, not written during the read.
+        unsafe { tallocr_free_blocks(self.as_ptr()) }
+    }
+}
+
+impl Drop for Tallocr<'_> {
+    fn drop(&mut self) {
+        // SAFETY: our allocator, freed once, here; the buffer it was made
+        // in (if we hold it) is freed after it, when `self._held` drops.
+        unsafe { ggml::wsp_ggml_tallocr_free(self.as_ptr()) }
+    }
+}
 
 /// The free blocks of an allocator (offset from its buffer's base, size),
 /// sorted by offset: what ggml-alloc would hand out next. ggml-alloc has no
@@ -23,7 +132,7 @@ use crate::handle::BufferRef;
 ///
 /// # Safety
 /// As [`read_tallocr`].
-pub unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
+unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
     // SAFETY: the caller's contract.
     match unsafe { read_tallocr(talloc) } {
         Ok(blocks) => Some(blocks),
