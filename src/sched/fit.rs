@@ -15,7 +15,7 @@
 
 use crate::prelude::*;
 
-use super::galloc::Arena;
+use super::galloc::Arenas;
 use super::state::{BackendRecord, State};
 use crate::handle::{BufferRef, OwnedBuffer};
 use crate::talloc::Tallocr;
@@ -27,22 +27,19 @@ pub(super) struct NeedsFallback;
 /// The compute buffers as an allocation sees them: each allocator's
 /// buffer and free blocks (what the caller allocated there stays),
 /// borrowed from the records, so that no allocator can be freed meanwhile.
-pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State) -> Vec<Arena<'p>> {
-    records.iter().map(|r| arena(&r.talloc, st)).collect()
-}
-
-fn arena<'p>(talloc: &'p Tallocr<'static>, st: &State) -> Arena<'p> {
-    let (buffer, measure) = (talloc.buffer(), talloc.is_measure());
-    let base_ptr = buffer.base();
-    let base = base_ptr as usize;
-    let align = buffer.alignment().max(1);
-    let free = talloc.free_blocks().unwrap_or_else(|| {
-        // Another ggml-alloc: after what the graph shows is in use.
-        let start = occupied_by_inputs(st, buffer);
-        let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
-        vec![(start, end.saturating_sub(start))]
-    });
-    Arena { buffer, base, base_ptr, align, measure, free }
+pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State) -> Arenas<'p> {
+    let mut arenas = Arenas::new();
+    for talloc in records.iter().map(|r| &r.talloc) {
+        let (buffer, measure) = (talloc.buffer(), talloc.is_measure());
+        let free = talloc.free_blocks().unwrap_or_else(|| {
+            // Another ggml-alloc: after what the graph shows is in use.
+            let start = occupied_by_inputs(st, buffer);
+            let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
+            vec![(start, end.saturating_sub(start))]
+        });
+        arenas.push(buffer, buffer.alignment().max(1), measure, free);
+    }
+    arenas
 }
 
 /// Bytes at the start of `talloc`'s buffer that the caller already holds

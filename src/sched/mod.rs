@@ -38,7 +38,6 @@ mod record;
 mod reuse;
 mod state;
 mod table;
-mod talloc_model;
 #[cfg(test)]
 mod tests;
 
@@ -56,7 +55,7 @@ use table::{Attempt, Retry};
 
 pub use cell::SchedCell;
 use fit::NeedsFallback;
-use galloc::TooSmall;
+use galloc::{Ends, TooSmall};
 use state::{nanos, refresh_copy, BackendRecord, Phase, State};
 pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
 
@@ -353,7 +352,7 @@ impl Sched {
     fn allocate(&mut self, reused: bool, func: &str) -> Result<(), NeedsFallback> {
         if reused {
             let arenas = fit::arenas(&self.backends, &self.st);
-            if self.galloc.still_holds(&self.st.table, &arenas) {
+            if self.galloc.still_holds(&self.st.table, &arenas, &self.st.reuse) {
                 self.galloc.apply(&self.st.table, &arenas);
                 return Ok(());
             }
@@ -364,15 +363,16 @@ impl Sched {
         // most once.
         for _ in 0..self.backends.len() + 2 {
             let arenas = fit::arenas(&self.backends, &self.st);
-            let Err(TooSmall(b)) = self.galloc.plan(&self.st.table, &self.st.order, &arenas, true, reused, func) else {
+            let st = &mut self.st;
+            let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.release();
                 return Ok(());
             };
-            let endless = self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func);
+            let endless = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
-            let need = self.galloc.max[b];
-            let have = arenas[b].buffer.size();
+            let need = self.galloc.max()[b.get()];
+            let have = arenas.specs[b.get()].size;
             drop(arenas);
             let r = &mut self.backends[b];
             if self.debug {
@@ -409,12 +409,13 @@ impl Sched {
     /// after ggml-alloc allocated it). Nothing is placed.
     fn measure_split(&mut self, func: &str) -> Vec<usize> {
         let arenas = fit::arenas(&self.backends, &self.st);
-        if self.galloc.plan(&self.st.table, &self.st.order, &arenas, false, false, func).is_err() {
+        let st = &mut self.st;
+        if self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         drop(arenas);
         self.galloc.release();
-        self.backends.iter().zip(&self.galloc.max).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
+        self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
 
     /// Print the assignments and splits of the last split_graph to stderr.

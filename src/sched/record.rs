@@ -1,10 +1,14 @@
-//! The log of a split: every question the planner asked besides
-//! registration's reads (each size compared and each `supports_op` answer)
-//! with its answer, and which tensors registration saw only as sources.
-//! The [`Probe`](super::plan::Probe) implementation (probe.rs) asks C and
-//! writes here; this module never calls C. A reuse (reuse.rs) asks every
-//! logged question again and needs the same answers. Each entry is checked
-//! on its own, so the order in which the planner asked does not matter.
+//! The one log of a split: every question the planner asked C besides
+//! what it was given to read, with its answer, in two chapters: the
+//! passes' (each size compared and each `supports_op` answer, written by
+//! the [`Probe`](super::plan::Probe) of probe.rs), valid while the split
+//! is, and the placement's (each buffer size, layout and view offset it
+//! asked, written by the [`PlaceProbe`](super::plan::place::PlaceProbe) of
+//! galloc.rs), valid while its plan is kept. Also which tensors
+//! registration saw only as sources. This module never calls C. A reuse
+//! (reuse.rs, galloc.rs) asks every logged question again and needs the
+//! same answers. Each entry is checked on its own, so the order in which
+//! the planner asked does not matter.
 
 use crate::prelude::*;
 
@@ -38,6 +42,27 @@ pub struct Record {
     supports: Vec<Supports>,
     /// (slot, bytes) of every size compared, as asked.
     sizes: Vec<(u32, usize)>,
+    /// The placement's questions (its chapter: empty unless its plan is kept).
+    placement: Vec<PlaceRead>,
+}
+
+/// A question the placement asked C about a tensor (besides what it
+/// loaded of every tensor), with its answer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PlaceRead {
+    /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
+    Size { id: u32, b: BackendIdx, bytes: usize },
+    /// Whether tensors `id` and `other` have the same type, shape and strides.
+    Layout { id: u32, other: u32, yes: bool },
+    /// Tensor `id`'s `view_offs`.
+    Offs { id: u32, offs: usize },
+}
+
+/// Who answers the placement's logged questions again (galloc.rs: C, now).
+pub trait PlaceAnswers {
+    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize;
+    fn same_layout(&mut self, a: u32, b: u32) -> bool;
+    fn view_offs(&mut self, id: u32) -> usize;
 }
 
 /// Who answers the logged questions again (probe.rs: C, now).
@@ -53,6 +78,35 @@ impl Record {
         self.unlisted.clear();
         self.supports.clear();
         self.sizes.clear();
+        self.placement.clear();
+    }
+
+    /// Before a new placement plan.
+    pub fn clear_placement(&mut self) {
+        self.placement.clear();
+    }
+
+    /// The placement asked `r`.
+    #[inline]
+    pub fn placement(&mut self, r: PlaceRead) {
+        self.placement.push(r);
+    }
+
+    /// Whether every question of the placement's chapter gets the same
+    /// answer from `now`.
+    pub fn placement_holds(&self, now: &mut impl PlaceAnswers) -> bool {
+        self.placement.iter().all(|&r| match r {
+            PlaceRead::Size { id, b, bytes } => now.alloc_size(b, id) == bytes,
+            PlaceRead::Layout { id, other, yes } => now.same_layout(id, other) == yes,
+            PlaceRead::Offs { id, offs } => now.view_offs(id) == offs,
+        })
+    }
+
+    /// Held between computes: no spare capacity in the placement's chapter.
+    pub fn trim_placement(&mut self) {
+        if self.placement.capacity() > self.placement.len() + self.placement.len() / 8 + 16 {
+            self.placement.shrink_to_fit();
+        }
     }
 
     /// Forget the split and give the memory back.

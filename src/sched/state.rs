@@ -8,6 +8,7 @@ use core::ffi::CStr;
 
 use super::galloc;
 use super::ids::{self, Rule, SlotId};
+use super::plan::place::Order;
 use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
 use super::table;
@@ -102,7 +103,7 @@ pub(super) struct State {
     /// One graph view per split, handed to the backend's graph_compute.
     pub(super) split_graphs: Vec<wsp_ggml_cgraph>,
     /// The walk of the split's allocation (galloc.rs).
-    pub(super) order: galloc::Order,
+    pub(super) order: Order,
     /// How the next table is sized (table.rs).
     pub(super) sizing: table::Sizing,
     /// The record of every tensor the split read, and the supports_op

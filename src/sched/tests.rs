@@ -7,10 +7,11 @@
 use crate::ptrmap::PtrMap;
 use core::ffi::{c_char, c_int, c_void};
 
-use super::galloc::{Arena, Galloc, TooSmall};
+use super::galloc::{Arenas, Ends, Galloc, TooSmall};
 use super::ids::Rule;
 use super::make_split;
 use super::plan::Settings;
+use super::record::Record;
 use super::state::State;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, zeroed_tensor, GraphRef, WSP_GGML_OP_VIEW};
 use crate::handle::BackendRef;
@@ -317,7 +318,7 @@ extern "C" fn fake_base(b: *mut wsp_ggml_backend_buffer) -> *mut c_void {
 /// One compute buffer per backend of `w`, `size` bytes each, at fake bases
 /// (0x10000 apart), aligned to 16; and the arenas over them, empty.
 #[allow(clippy::vec_box)]
-fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Vec<Arena<'static>>) {
+fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buffer>>, Arenas<'static>) {
     let mut bufs = Vec::new();
     for (i, &b) in w.backends.iter().enumerate() {
         // SAFETY: an all-zero interface is all-None function pointers.
@@ -326,16 +327,13 @@ fn compute_buffers(w: &mut World, size: usize) -> (Vec<Box<wsp_ggml_backend_buff
         let base = 0x10000 * (i + 1);
         bufs.push(Box::new(wsp_ggml_backend_buffer { iface, backend: b, context: addr(base), size }));
     }
-    let arenas = bufs
-        .iter_mut()
-        .map(|b| {
-            let base = b.context as usize;
-            // SAFETY: a boxed buffer returned with the arenas, outliving them
-            // (its fake base is never dereferenced).
-            let buffer = unsafe { BufferRef::new(&mut **b) }.unwrap();
-            Arena { buffer, base, base_ptr: addr(base), align: 16, measure: false, free: vec![(0, size)] }
-        })
-        .collect();
+    let mut arenas = Arenas::new();
+    for b in &mut bufs {
+        // SAFETY: a boxed buffer returned with the arenas, outliving them
+        // (its fake base is never dereferenced).
+        let buffer = unsafe { BufferRef::new(&mut **b) }.unwrap();
+        arenas.push(buffer, 16, false, vec![(0, size)]);
+    }
     (bufs, arenas)
 }
 
@@ -370,16 +368,17 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
     let mut g = Galloc::new(crate::ggml::in_place_ops());
-    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    let mut log = Record::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
-    assert_eq!(g.max, vec![64]);
+    assert_eq!(g.max(), [64]);
     g.apply(&st.table, &arenas);
-    let base = arenas[0].base;
+    let base = arenas.specs[0].base;
     assert_eq!((data(n0), data(n1), data(n2), data(n3)), (base, base, base + 32, base));
     assert_eq!(view_src(n1), n0, "computed in place: a view of its source");
     assert!(view_src(n2).is_null() && view_src(n3).is_null());
     // SAFETY: our own tensors.
-    assert_eq!(unsafe { (*n0).buffer }, arenas[0].buffer.as_ptr());
+    assert_eq!(unsafe { (*n0).buffer }, arenas.buffers[0].as_ptr());
     // SAFETY: as above.
     assert_eq!(unsafe { (*wa).data } as usize, 0x1000, "memory that is not the buffer's is never touched");
 }
@@ -395,10 +394,11 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 48);
     let mut g = Galloc::new(crate::ggml::in_place_ops());
-    assert!(matches!(g.plan(&st.table, &st.order, &arenas, true, true, "test"), Err(TooSmall(b)) if b.get() == 0));
+    let mut log = Record::default();
+    assert!(matches!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test"), Err(TooSmall(b)) if b.get() == 0));
     assert_eq!((data(n0), data(n1)), (0, 0));
-    assert!(g.plan(&st.table, &st.order, &arenas, false, false, "test").is_ok());
-    assert_eq!(g.max, vec![64]);
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+    assert_eq!(g.max(), [64]);
 }
 
 /// A view of a tensor the plan allocates is placed in its memory, at its
@@ -414,11 +414,12 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, mut arenas) = compute_buffers(&mut w, 1024);
-    arenas[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
+    arenas.specs[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
     let mut g = Galloc::new(crate::ggml::in_place_ops());
-    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    let mut log = Record::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     g.apply(&st.table, &arenas);
-    let base = arenas[0].base;
+    let base = arenas.specs[0].base;
     assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
     assert_eq!(data(n2), base + 128);
 }
@@ -480,41 +481,42 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     let st = plan(&mut w, &PtrMap::new());
     let (_bufs, arenas) = compute_buffers(&mut w, 1024);
     let mut g = Galloc::new(crate::ggml::in_place_ops());
-    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    let mut log = Record::default();
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     g.apply(&st.table, &arenas);
     g.release();
-    assert!(!g.still_holds(&st.table, &arenas), "the tensors were placed since: a new plan reads that");
-    assert!(g.plan(&st.table, &st.order, &arenas, true, true, "test").is_ok());
+    assert!(!g.still_holds(&st.table, &arenas, &log), "the tensors were placed since: a new plan reads that");
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     g.apply(&st.table, &arenas);
     g.release();
     let placed = [n0, v, n2, n3].map(data);
-    assert!(g.still_holds(&st.table, &arenas), "nothing changed");
+    assert!(g.still_holds(&st.table, &arenas, &log), "nothing changed");
     g.apply(&st.table, &arenas);
     assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
 
     edit(n3, |t| t.data = core::ptr::null_mut());
-    assert!(!g.still_holds(&st.table, &arenas), "a tensor's memory");
+    assert!(!g.still_holds(&st.table, &arenas, &log), "a tensor's memory");
     edit(n3, |t| t.data = addr(placed[3]));
-    assert!(g.still_holds(&st.table, &arenas));
+    assert!(g.still_holds(&st.table, &arenas, &log));
 
     let mut other = arenas.clone();
-    other[0].free = vec![(64, 1024 - 64)];
-    assert!(!g.still_holds(&st.table, &other), "the compute buffer's free blocks");
+    other.specs[0].free = vec![(64, 1024 - 64)];
+    assert!(!g.still_holds(&st.table, &other, &log), "the compute buffer's free blocks");
 
     edit(v, |t| t.view_src = n2);
-    assert!(!g.still_holds(&st.table, &arenas), "a tensor's view source (the plan loaded it)");
+    assert!(!g.still_holds(&st.table, &arenas, &log), "a tensor's view source (the plan loaded it)");
     edit(v, |t| t.view_src = n0);
-    assert!(g.still_holds(&st.table, &arenas));
+    assert!(g.still_holds(&st.table, &arenas, &log));
 
     // (the view has its memory: its offset is not read again)
     edit(v, |t| t.view_offs = 8);
-    assert!(g.still_holds(&st.table, &arenas), "what the plan did not read");
+    assert!(g.still_holds(&st.table, &arenas, &log), "what the plan did not read");
     edit(v, |t| t.view_offs = 0);
     edit(n2, |t| t.ne[0] = 5);
-    assert!(!g.still_holds(&st.table, &arenas), "a question's answer (the size of a tensor it frees)");
+    assert!(!g.still_holds(&st.table, &arenas, &log), "a question's answer (the size of a tensor it frees)");
     edit(n2, |t| t.ne[0] = 4);
-    assert!(g.still_holds(&st.table, &arenas));
+    assert!(g.still_holds(&st.table, &arenas, &log));
 
-    assert!(g.plan(&st.table, &st.order, &arenas, false, false, "test").is_ok());
-    assert!(!g.still_holds(&st.table, &arenas), "an endless (measuring) plan is not kept");
+    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+    assert!(!g.still_holds(&st.table, &arenas, &log), "an endless (measuring) plan is not kept");
 }

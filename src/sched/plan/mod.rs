@@ -13,11 +13,13 @@ use crate::prelude::*;
 use crate::ptrmap::PtrMap;
 use crate::sched::ids::{BackendIdx, Loc, Rule, SlotId};
 
+pub(in crate::sched) mod place;
 pub(in crate::sched) mod snapshot;
+pub(in crate::sched) mod talloc_model;
 #[cfg(test)]
 mod tests;
 
-pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, SlotInfo, Split, SplitPlan};
+pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, Refusal, SlotInfo, Split, SplitPlan};
 
 /// What the planner may ask about the split's tensors (by slot) and the
 /// scheduler's backends (by index) besides what registration read. The
@@ -38,11 +40,6 @@ pub(in crate::sched) trait Probe {
     /// The name of the backend whose buffer holds tensor `slot` ("?" if none).
     fn memory_backend_name(&self, slot: u32) -> String;
 }
-
-/// A graph the plan cannot be made for, with the reason (the driver aborts
-/// with it, naming the function called).
-#[derive(Debug, PartialEq, Eq)]
-pub(in crate::sched) struct Refusal(pub String);
 
 /// What a split is planned with besides the snapshot.
 #[derive(Clone, Copy)]
@@ -256,7 +253,7 @@ impl<P: Probe> Planner<'_, P> {
             return Ok(b);
         }
         let backend = self.probe.memory_backend_name(slot);
-        Err(Refusal(format!(
+        Err(Refusal::because(format!(
             "tensor '{}' lives in a buffer of backend '{backend}', which is not one of the scheduler's backends",
             self.probe.name(slot)
         )))
@@ -428,7 +425,7 @@ impl<P: Probe> Planner<'_, P> {
                 _ => None,
             };
             if let Some(why) = pinned {
-                return Err(Refusal(format!(
+                return Err(Refusal::because(format!(
                     "node '{node}' ({op}) must run on backend '{}' ({why}), which does not support it",
                     self.probe.backend_name(a)
                 )));
@@ -441,13 +438,13 @@ impl<P: Probe> Planner<'_, P> {
             };
             let Some(b) = b else {
                 if let Some(owner) = owner.filter(|_| self.next_supporting(a, slot).is_some()) {
-                    return Err(Refusal(format!(
+                    return Err(Refusal::because(format!(
                         "node '{node}' ({op}) works in the memory of '{}', and no backend of the scheduler supports \
                          every op that works in that memory",
                         self.probe.name(owner)
                     )));
                 }
-                return Err(Refusal(format!("no backend of the scheduler supports node '{node}' ({op})")));
+                return Err(Refusal::because(format!("no backend of the scheduler supports node '{node}' ({op})")));
             };
             if let Some(r) = root.filter(|&r| self.assign(r) != Some(b)) {
                 // The memory is not allocated yet: its owner moves too (and
@@ -533,7 +530,7 @@ impl<P: Probe> Planner<'_, P> {
             }
             let (node, op) = self.node_names(i);
             let owner = self.probe.name(self.memory_root(vsrc.expect("it moved to follow its view source")));
-            return Err(Refusal(format!(
+            return Err(Refusal::because(format!(
                 "node '{}' ({}) must run on backend '{}' (it works in the memory of '{}', which is allocated \
                  there), which does not support it",
                 node,
@@ -565,7 +562,7 @@ impl<P: Probe> Planner<'_, P> {
                 return Ok(b);
             }
         }
-        Err(Refusal(format!(
+        Err(Refusal::because(format!(
             "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
              support it (pre-allocate its inputs, or assign it with set_node_backend)",
             node,
@@ -626,7 +623,7 @@ impl<P: Probe> Planner<'_, P> {
         let info = self.graph.nodes[i];
         if !self.view_op(info.slot) || !self.info(info.slot).has(SlotInfo::HAS_DATA) {
             let (node, op) = self.node_names(i);
-            return Err(Refusal(format!(
+            return Err(Refusal::because(format!(
                 "node '{}' ({}) cannot be assigned to a backend: neither it nor any of its sources is in a \
                  backend buffer (pre-allocate the graph's inputs or weights)",
                 node, op
@@ -654,7 +651,7 @@ impl<P: Probe> Planner<'_, P> {
                     self.lenient = true;
                 } else if !self.info(sid).has(SlotInfo::HAS_DATA) {
                     let (src, node) = (self.probe.name(sid), self.node_names(i).0);
-                    return Err(Refusal(format!(
+                    return Err(Refusal::because(format!(
                         "source '{}' of node '{}' is in no backend buffer, has no data, and no rule assigns it \
                          (pre-allocate the graph's inputs or weights)",
                         src, node

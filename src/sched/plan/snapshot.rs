@@ -96,6 +96,19 @@ impl GraphSlots {
     }
 }
 
+/// A graph the plan cannot be made for, with the reason (the driver aborts
+/// with it, naming the function called). Boxed: two words, so that the
+/// passes' `Result`s come back in registers.
+#[derive(Debug, PartialEq, Eq)]
+pub(in crate::sched) struct Refusal(pub Box<str>);
+
+impl Refusal {
+    #[cold]
+    pub fn because(why: String) -> Refusal {
+        Refusal(why.into_boxed_str())
+    }
+}
+
 /// A run of consecutive graph nodes computed on one backend.
 #[derive(Clone, Debug)]
 pub(in crate::sched) struct Split {

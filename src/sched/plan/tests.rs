@@ -187,7 +187,7 @@ impl Snap {
     fn refusal(&self) -> String {
         match self.try_plan() {
             Ok(_) => panic!("planned, not refused"),
-            Err(Refusal(why)) => why,
+            Err(Refusal(why)) => why.into(),
         }
     }
 }
@@ -556,5 +556,137 @@ fn check_promises(s: &Snap, p: &Planned, case: usize) {
                 assert!(inputs.iter().any(|&(_, c)| c == patch.copy), "case {case}: the copy is an input of split {k}");
             }
         }
+    }
+}
+
+// --- the placement (place.rs), on hand-built loads --------------------------
+
+mod placement {
+    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Slot, Step, Unplaced};
+    use crate::prelude::*;
+    use crate::sched::ids::{BackendIdx, SlotId};
+
+    /// Sizes and layouts by id; asked questions counted.
+    struct FakePlace {
+        bytes: Vec<usize>,
+        asked: usize,
+    }
+
+    impl PlaceProbe for FakePlace {
+        fn alloc_size(&mut self, _b: BackendIdx, id: u32) -> usize {
+            self.asked += 1;
+            self.bytes[id as usize]
+        }
+        fn same_layout(&mut self, a: u32, b: u32) -> bool {
+            self.bytes[a as usize] == self.bytes[b as usize]
+        }
+        fn view_offs(&mut self, _id: u32) -> usize {
+            16
+        }
+        fn sources(&mut self, _id: u32) -> Vec<u32> {
+            Vec::new()
+        }
+        fn name(&self, id: u32) -> String {
+            format!("t{id}")
+        }
+        fn backend_name(&self, b: BackendIdx) -> String {
+            format!("B{}", b.get())
+        }
+    }
+
+    /// Ops of the tests' tensors: one computed in place, one not.
+    const OP_IN_PLACE: i32 = 2;
+    const OP_OTHER: i32 = 23;
+    const BUF: usize = 0x1000;
+    const BASE: usize = 0x10_0000;
+
+    fn arena(size: usize) -> ArenaSpec {
+        ArenaSpec { buffer: BUF, size, base: BASE, align: 16, measure: false, free: vec![(0, size)] }
+    }
+
+    /// A weight `w` (memory elsewhere) and nodes on backend 0; `in_place`:
+    /// which nodes' ops can be computed in place.
+    fn load(n: usize, in_place: &[bool]) -> Vec<Loaded> {
+        let b = Some(BackendIdx::new(0));
+        let mut l = vec![Loaded { data: 0x9000, buffer: 0x2000, backend: b, ..Loaded::NONE }];
+        l.extend((0..n).map(|i| Loaded { backend: b, op: if in_place[i] { OP_IN_PLACE } else { OP_OTHER }, ..Loaded::NONE }));
+        l
+    }
+
+    /// Plan `o` over `loaded` (what the loader would have filled in).
+    fn plan(
+        p: &mut Placement,
+        loaded: &[Loaded],
+        o: &Order,
+        arenas: &[ArenaSpec],
+        bounded: bool,
+        probe: &mut FakePlace,
+    ) -> Result<bool, Unplaced> {
+        *p.tensors() = loaded.iter().map(|&l| Slot::from(l)).collect();
+        p.plan(o, arenas, bounded, probe)
+    }
+
+    /// Node i (id i + 1) reads `srcs[i]`.
+    fn order(srcs: &[&[u32]]) -> Order {
+        let mut o = Order::default();
+        for (i, s) in srcs.iter().enumerate() {
+            let start = o.srcs.len() as u32;
+            o.srcs.extend_from_slice(s);
+            o.entries.push((i as u32 + 1, start, o.srcs.len() as u32));
+        }
+        o
+    }
+
+    #[test]
+    fn a_chain_is_computed_in_place_and_freed_memory_is_handed_out_again() {
+        // n1 = f(w); n2 = g(n1, w) in place in n1; n3 = h(n2, w) not in
+        // place; n4 = h(n3, w): n1's memory is free again
+        let loaded = load(4, &[false, true, false, false]);
+        let o = order(&[&[0], &[1, 0], &[2, 0], &[3, 0]]);
+        let mut p = Placement::new(1 << OP_IN_PLACE);
+        let mut probe = FakePlace { bytes: vec![32; 5], asked: 0 };
+        assert!(matches!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe), Ok(true)));
+        let b = BackendIdx::new(0);
+        assert_eq!(
+            p.steps,
+            vec![
+                Step::Alloc { id: 1, b, offset: 0 },
+                Step::View { id: 2, b: Some(b), owner: Some(SlotId::new(1)) },
+                Step::Alloc { id: 3, b, offset: 32 },
+                Step::Free { id: 1, b },
+                Step::Alloc { id: 4, b, offset: 0 },
+                Step::Free { id: 3, b },
+            ]
+        );
+        assert_eq!(p.max, vec![64]);
+        assert_eq!(probe.asked, 3, "each allocation's size is asked once; frees reuse it");
+    }
+
+    #[test]
+    fn a_buffer_too_small_is_named_and_an_endless_one_says_how_much() {
+        let loaded = load(2, &[false, false]);
+        let o = order(&[&[0], &[1, 0]]);
+        let mut p = Placement::new(1 << OP_IN_PLACE);
+        let mut probe = FakePlace { bytes: vec![32; 3], asked: 0 };
+        assert_eq!(plan(&mut p, &loaded, &o, &[arena(48)], true, &mut probe), Err(Unplaced::TooSmall(BackendIdx::new(0))));
+        assert!(plan(&mut p, &loaded, &o, &[arena(48)], false, &mut probe).is_ok());
+        assert_eq!(p.max, vec![64]);
+    }
+
+    #[test]
+    fn views_go_at_their_offset_and_a_view_of_nothing_is_refused() {
+        // n2 views n1 (offset 16 from the probe)
+        let mut loaded = load(3, &[false, false, false]);
+        loaded[2].vsrc = Some(SlotId::new(1));
+        let o = order(&[&[0], &[1], &[2, 0]]);
+        let mut p = Placement::new(1 << OP_IN_PLACE);
+        let mut probe = FakePlace { bytes: vec![32; 4], asked: 0 };
+        assert!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe).is_ok());
+        assert!(p.steps.contains(&Step::View { id: 2, b: Some(BackendIdx::new(0)), owner: None }));
+        // a view whose source has no memory and no backend
+        loaded[1].backend = None;
+        assert_eq!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe), Err(Unplaced::Refused));
+        let why = p.refusal.take().expect("a reason").0;
+        assert!(why.contains("'t1' has no memory and no backend"), "{why}");
     }
 }

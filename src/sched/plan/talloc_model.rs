@@ -1,5 +1,5 @@
-//! ggml-alloc's tensor allocator (`ggml_tallocr`) as galloc.rs plans with
-//! it: a list of free blocks sorted by address, best fit among all but the
+//! ggml-alloc's tensor allocator (`ggml_tallocr`) as the placement (place.rs)
+//! plans with it: a list of free blocks sorted by address, best fit among all but the
 //! last block, the last block as the last resort, merging on free; as in
 //! ggml-alloc.c of whisper.cpp 1.5 (whisper.rn 0.4.0-rc.4). Offsets are from
 //! the buffer's base. Where ggml-alloc would stop the process ("not enough
@@ -7,8 +7,9 @@
 
 use crate::prelude::*;
 
-/// `MAX_FREE_BLOCKS` of ggml-alloc.c (checked with the C compiler, see sys).
-const MAX_FREE_BLOCKS: usize = crate::ggml::TALLOCR_MAX_FREE_BLOCKS;
+/// `MAX_FREE_BLOCKS` of ggml-alloc.c (galloc.rs checks it against the one
+/// sys checks with the C compiler).
+pub(in crate::sched) const MAX_FREE_BLOCKS: usize = 256;
 
 #[derive(Clone, Copy, Debug)]
 struct Block {
@@ -18,7 +19,7 @@ struct Block {
 
 /// The free blocks of an allocator over `[start, end)` (offsets from the
 /// buffer's base), sorted by address.
-pub(super) struct Model {
+pub(in crate::sched) struct Model {
     blocks: Vec<Block>,
 }
 

@@ -1,0 +1,409 @@
+//! Where the tensors of a split live, planned: ggml-alloc's graph
+//! allocation (`ggml_tallocr_alloc_graph_impl` + `ggml_tallocr_alloc`/
+//! `_free_tensor` of whisper.cpp 1.5) over ids (table slots, and extra
+//! tensors past the table) instead of ggml-alloc's hash set. Sealed from C
+//! like the passes: what it reads of every tensor is loaded before
+//! (`Loaded`, by galloc.rs), and what else it needs it asks a
+//! [`PlaceProbe`], whose C implementation logs the answers.
+//!
+//! The same walk, the same counts of children and views, the same in-place
+//! reuse of a source's memory and the same best-fit allocator
+//! (talloc_model.rs), so every tensor gets the address ggml-alloc would give
+//! it, and the compute buffers are measured to the byte as the original
+//! measures them. The plan is a list of [`Step`]s, applied by galloc.rs; a
+//! plan that does not fit a buffer is never applied ([`TooSmall`]).
+
+use crate::prelude::*;
+
+use super::snapshot::Refusal;
+use super::talloc_model::Model;
+use crate::sched::ids::{BackendIdx, SlotId};
+
+/// An allocation id (a table slot, or an extra tensor past the table), when
+/// there may be none: `Option<SlotId>` takes four bytes like the id.
+pub(in crate::sched) type Id = Option<SlotId>;
+
+/// What the placement reads of one tensor before it plans (the loader,
+/// galloc.rs, reads it from C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::sched) struct Loaded {
+    /// `data` as an address (0: none yet, as ggml-alloc tests it).
+    pub data: usize,
+    /// Its buffer's address (0: none).
+    pub buffer: usize,
+    /// View source id (None: not a view).
+    pub vsrc: Id,
+    /// The backend whose compute buffer allocates it.
+    pub backend: Option<BackendIdx>,
+    /// Its op (ggml's enum value).
+    pub op: i32,
+}
+
+impl Loaded {
+    pub const NONE: Loaded = Loaded { data: 0, buffer: 0, vsrc: None, backend: None, op: 0 };
+}
+
+/// One compute buffer as the placement sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::sched) struct ArenaSpec {
+    /// The buffer's address, its size, base address and alignment (as its
+    /// allocator has them).
+    pub buffer: usize,
+    pub size: usize,
+    pub base: usize,
+    pub align: usize,
+    /// A measure allocator's buffer.
+    pub measure: bool,
+    /// The allocator's free blocks (offset from `base`, size), by address:
+    /// what the caller left (`sched_get_tallocr` allocations).
+    pub free: Vec<(usize, usize)>,
+}
+
+impl ArenaSpec {
+    /// The same arena without an end: its last free block reaches as far as
+    /// needed (to learn how much a split needs).
+    fn endless(&self) -> Vec<(usize, usize)> {
+        const HUGE: usize = usize::MAX / 4;
+        let mut free = self.free.clone();
+        match free.last_mut() {
+            Some(last) if last.0 + last.1 >= self.size => last.1 = HUGE,
+            _ => free.push((self.size, HUGE)),
+        }
+        free
+    }
+}
+
+/// What the placement asks C about the tensors (by id) besides what was
+/// loaded. The answers to `alloc_size`, `same_layout` and `view_offs`
+/// decide the plan: an implementation logs them when the plan may be kept.
+pub(in crate::sched) trait PlaceProbe {
+    /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
+    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize;
+    /// Whether tensors `a` and `b` have the same type, shape and strides.
+    fn same_layout(&mut self, a: u32, b: u32) -> bool;
+    /// Tensor `id`'s `view_offs`.
+    fn view_offs(&mut self, id: u32) -> usize;
+    /// The ids of tensor `id`'s sources that are registered (a tensor
+    /// allocated on its own, outside the walk; not logged: a plan that asks
+    /// is not kept). Others are never reused in place: the walk never
+    /// counted them as read.
+    fn sources(&mut self, id: u32) -> Vec<u32>;
+    /// Tensor `id`'s name, for messages.
+    fn name(&self, id: u32) -> String;
+    /// Backend `b`'s name, for messages.
+    fn backend_name(&self, b: BackendIdx) -> String;
+}
+
+/// What the allocation does, in ggml-alloc's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::sched) enum Step {
+    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer.
+    Alloc { id: u32, b: BackendIdx, offset: usize },
+    /// `init_view`; `owner`: the node is computed in place in the memory of
+    /// `owner`, which becomes its view source. `b`: the backend whose
+    /// buffer initialises it, if any.
+    View { id: u32, b: Option<BackendIdx>, owner: Id },
+    /// `ggml_tallocr_free_tensor` of a tensor of backend `b`'s buffer.
+    Free { id: u32, b: BackendIdx },
+}
+
+/// The node order ggml-alloc walks: each split's input copies, then its
+/// nodes; each entry a tensor id and the range of its sources' ids (up to
+/// the first NULL) in `srcs`.
+#[derive(Default)]
+pub(in crate::sched) struct Order {
+    pub entries: Vec<(u32, u32, u32)>,
+    pub srcs: Vec<u32>,
+}
+
+impl Order {
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.srcs.clear();
+    }
+}
+
+/// Why a plan was not made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::sched) enum Unplaced {
+    /// Backend's buffer is too small (the plan stops there).
+    TooSmall(BackendIdx),
+    /// What ggml-alloc would assert on or dereference NULL for: the reason
+    /// is in [`Placement::refusal`]. (Not carried here: the walk's results
+    /// stay a few bytes, returned in registers.)
+    Refused,
+}
+
+/// What the plan tracks of one tensor: what ggml-alloc reads and changes.
+#[derive(Clone, Copy)]
+pub(in crate::sched) struct Slot {
+    data: usize,
+    buffer: usize,
+    vsrc: Id,
+    /// ggml-alloc's counts: nodes of the walk that read it, views of it.
+    children: i32,
+    views: i32,
+    backend: Option<BackendIdx>,
+    op: i32,
+    /// The size this plan allocated it with (0: not allocated by the plan):
+    /// freed with the same, without asking the buffer again.
+    bytes: usize,
+}
+
+/// The placement's working state, kept between computes for its memory.
+#[derive(Default)]
+pub(in crate::sched) struct Placement {
+    /// The ops ggml-alloc computes in place (`ggml_op_can_inplace`), by
+    /// ggml's enum value, low word first.
+    in_place: [u64; 2],
+    slots: Vec<Slot>,
+    models: Vec<Model>,
+    /// The plan: what to do to the tensors, in ggml-alloc's order.
+    pub steps: Vec<Step>,
+    /// How far into each buffer the plan went (ggml-alloc's `max_size`).
+    pub max: Vec<usize>,
+    /// Why the last plan was refused ([`Unplaced::Refused`]).
+    pub refusal: Option<Refusal>,
+}
+
+const fn padded(size: usize, align: usize) -> usize {
+    size.div_ceil(align).saturating_mul(align)
+}
+
+impl Slot {
+    /// Its view source (the loader resolves one after the others).
+    pub fn set_vsrc(&mut self, v: SlotId) {
+        self.vsrc = Some(v);
+    }
+
+    /// A tensor as loaded, before the plan.
+    #[inline(always)]
+    pub fn loaded(&self) -> Loaded {
+        Loaded { data: self.data, buffer: self.buffer, vsrc: self.vsrc, backend: self.backend, op: self.op }
+    }
+}
+
+impl From<Loaded> for Slot {
+    #[inline(always)]
+    fn from(l: Loaded) -> Slot {
+        Slot { data: l.data, buffer: l.buffer, vsrc: l.vsrc, children: 0, views: 0, backend: l.backend, op: l.op, bytes: 0 }
+    }
+}
+
+impl Placement {
+    /// A placement that computes the ops of `in_place` in place (bit `op`
+    /// set: `ggml_op_can_inplace`).
+    pub fn new(in_place: u128) -> Placement {
+        Placement { in_place: [in_place as u64, (in_place >> 64) as u64], ..Placement::default() }
+    }
+
+    /// The tensors to plan for, by id (the loader, galloc.rs, fills it
+    /// with what it reads: `Slot::from(Loaded)`; a plan changes them).
+    pub fn tensors(&mut self) -> &mut Vec<Slot> {
+        &mut self.slots
+    }
+
+    /// Plan the allocation of `order` over the tensors loaded (see
+    /// [`Placement::tensors`]) in `arenas` (their real ends if `bounded`,
+    /// else endless). Ok: whether the plan read nothing besides what was
+    /// loaded and the probe's logged answers (it may be kept).
+    pub fn plan<P: PlaceProbe>(&mut self, order: &Order, arenas: &[ArenaSpec], bounded: bool, probe: &mut P) -> Result<bool, Unplaced> {
+        self.models.clear();
+        self.models.extend(arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })));
+        self.max.clear();
+        self.max.resize(arenas.len(), 0);
+        self.steps.clear();
+        self.refusal = None;
+        let mut walk = Walk { p: self, arenas, probe };
+        walk.run(order)
+    }
+
+    /// Give the working memory back (it is as large as the table).
+    pub fn release(&mut self) {
+        self.slots = Vec::new();
+        self.models = Vec::new();
+    }
+}
+
+/// One plan being made.
+struct Walk<'a, P> {
+    p: &'a mut Placement,
+    arenas: &'a [ArenaSpec],
+    probe: &'a mut P,
+}
+
+impl<P: PlaceProbe> Walk<'_, P> {
+    #[cold]
+    fn refuse(&mut self, why: String) -> Unplaced {
+        self.p.refusal = Some(Refusal::because(why));
+        Unplaced::Refused
+    }
+
+    fn run(&mut self, order: &Order) -> Result<bool, Unplaced> {
+        let mut keep = true;
+        // count children and views (initialising views of memory set by hand)
+        for &(id, s, e) in &order.entries {
+            let n = self.p.slots[id as usize];
+            if let Some(v) = n.vsrc {
+                self.p.slots[v.get() as usize].views += 1;
+                if n.buffer == 0 && n.data != 0 {
+                    self.init_view(id, None)?;
+                }
+            }
+            for &q in &order.srcs[s as usize..e as usize] {
+                let ps = &mut self.p.slots[q as usize];
+                ps.children += 1;
+                if ps.vsrc.is_some() && ps.buffer == 0 && ps.data != 0 {
+                    self.init_view(q, None)?;
+                }
+            }
+        }
+        for &(id, s, e) in &order.entries {
+            let srcs = &order.srcs[s as usize..e as usize];
+            for &q in srcs {
+                if self.p.slots[q as usize].data == 0 {
+                    keep &= self.allocate(q, None)?;
+                }
+            }
+            if self.p.slots[id as usize].data == 0 {
+                keep &= self.allocate(id, Some(srcs))?;
+            }
+            for &q in srcs {
+                let ps = &mut self.p.slots[q as usize];
+                ps.children -= 1;
+                if ps.children == 0 && ps.views == 0 {
+                    let Some(v) = ps.vsrc.map(SlotId::get) else {
+                        self.free(q)?;
+                        continue;
+                    };
+                    let vs = &mut self.p.slots[v as usize];
+                    vs.views -= 1;
+                    if vs.views == 0 && vs.children == 0 {
+                        self.free(v)?;
+                    }
+                }
+            }
+        }
+        Ok(keep)
+    }
+
+    /// `init_view`: the view takes its source's buffer and memory.
+    #[inline(always)]
+    fn init_view(&mut self, id: u32, owner: Id) -> Result<(), Unplaced> {
+        let i = id as usize;
+        if owner.is_some() {
+            self.p.slots[i].vsrc = owner;
+        }
+        let vsrc = self.p.slots[i].vsrc.expect("a view, or in place in an owner's memory").get();
+        let v = self.p.slots[vsrc as usize];
+        if v.data == 0 {
+            let (t, src) = (self.probe.name(id), self.probe.name(vsrc));
+            return Err(self
+                .refuse(format!("view '{t}' of '{src}' cannot be placed: '{src}' has no memory (no data, no backend to allocate it on)")));
+        }
+        let offs = self.probe.view_offs(id);
+        let s = &mut self.p.slots[i];
+        s.buffer = v.buffer;
+        s.data = v.data + offs;
+        let b = s.backend;
+        self.p.steps.push(Step::View { id, b, owner });
+        Ok(())
+    }
+
+    /// `allocate_node` of a tensor without memory: in place in a source's
+    /// memory where ggml-alloc would compute it there, else from its
+    /// backend's allocator. `srcs`: the tensor's sources, if it is the node
+    /// being walked (a source allocated on its own has its sources asked
+    /// for, as ggml-alloc reads them). Ok: whether the plan can be kept
+    /// (sources asked for are not logged).
+    #[inline(always)]
+    fn allocate(&mut self, id: u32, srcs: Option<&[u32]>) -> Result<bool, Unplaced> {
+        let i = id as usize;
+        let n = self.p.slots[i];
+        if n.vsrc.is_some() {
+            self.init_view(id, None)?;
+            return Ok(true);
+        }
+        let Some(b) = n.backend else {
+            let t = self.probe.name(id);
+            return Err(self.refuse(format!("tensor '{t}' has no memory and no backend to allocate it on")));
+        };
+        let arena = &self.arenas[b];
+        let mut keep = true;
+        if can_inplace(self.p.in_place, n.op) {
+            let own;
+            let srcs = match srcs {
+                Some(s) => s,
+                None => {
+                    own = self.probe.sources(id);
+                    keep = false;
+                    &own
+                }
+            };
+            for &q in srcs {
+                let ps = self.p.slots[q as usize];
+                // only memory of this allocator's buffer is reused
+                if ps.buffer != arena.buffer || ps.data == 0 || ps.children != 1 || ps.views != 0 {
+                    continue;
+                }
+                if !self.probe.same_layout(id, q) {
+                    continue;
+                }
+                let Some(v) = ps.vsrc else {
+                    self.p.slots[q as usize].views += 1;
+                    self.init_view(id, Some(SlotId::new(q)))?;
+                    return Ok(keep);
+                };
+                let vs = self.p.slots[v.get() as usize];
+                if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
+                    self.p.slots[v.get() as usize].views += 1;
+                    self.init_view(id, Some(v))?;
+                    return Ok(keep);
+                }
+            }
+        }
+        let bytes = self.probe.alloc_size(b, id);
+        let size = padded(bytes, arena.align);
+        let offset = self.p.models[b].alloc(size).ok_or(Unplaced::TooSmall(b))?;
+        let s = &mut self.p.slots[i];
+        s.data = arena.base + offset;
+        s.buffer = arena.buffer;
+        s.bytes = bytes;
+        self.p.max[b] = self.p.max[b].max(offset + size);
+        self.p.steps.push(Step::Alloc { id, b, offset });
+        Ok(keep)
+    }
+
+    /// `free_node`: give a tensor's memory back to its allocator, if it is
+    /// the allocator's own.
+    #[inline(always)]
+    fn free(&mut self, id: u32) -> Result<(), Unplaced> {
+        let n = self.p.slots[id as usize];
+        let Some(b) = n.backend else { return Ok(()) };
+        let arena = &self.arenas[b];
+        if n.buffer != arena.buffer {
+            return Ok(());
+        }
+        // (ggml-alloc asks the buffer again; the tensor has not changed
+        // since this plan allocated it, so neither has the answer)
+        let bytes = if n.bytes != 0 { n.bytes } else { self.probe.alloc_size(b, id) };
+        let size = padded(bytes, arena.align);
+        let offset = n.data.wrapping_sub(arena.base);
+        if self.p.models[b].free(offset, size).is_none() {
+            return Err(self.refuse(format!(
+                "the compute buffer of '{}' has too many free blocks (ggml-alloc's limit is 256)",
+                self.probe.backend_name(b)
+            )));
+        }
+        self.p.steps.push(Step::Free { id, b });
+        Ok(())
+    }
+}
+
+/// `ggml_op_can_inplace` for the ops in `set` (as two words: a u128 shift
+/// costs several instructions on every allocation).
+#[inline]
+fn can_inplace(set: [u64; 2], op: i32) -> bool {
+    let op = op as u32;
+    op < 128 && set[(op >> 6) as usize] >> (op & 63) & 1 != 0
+}
