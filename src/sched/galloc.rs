@@ -310,7 +310,7 @@ impl Galloc {
         let mut unheld = Vec::new();
         for (t, info) in table.tensors().zip(&table.info) {
             let Some(t) = t else {
-                slots.push(Slot::from(Loaded::NONE));
+                slots.push(Slot::from(Loaded::none()));
                 continue;
             };
             let g = t.get();
@@ -350,7 +350,7 @@ impl Galloc {
         self.extra.insert(p as usize as u64, id);
         self.extras.push(p);
         let g = t.get();
-        self.placement.tensors().push(Slot::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, op: g.op, ..Loaded::NONE }));
+        self.placement.tensors().push(Slot::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, op: g.op, ..Loaded::none() }));
         if let Some(view_src) = t.view_src() {
             let v = SlotId::new(self.id_of(table, view_src));
             self.placement.tensors()[id as usize].set_vsrc(v);

@@ -40,7 +40,11 @@ pub(in crate::sched) struct Loaded {
 }
 
 impl Loaded {
-    pub const NONE: Loaded = Loaded { data: 0, buffer: 0, vsrc: None, backend: None, op: 0 };
+    /// No tensor (a free table slot). (A function: cbindgen would export an
+    /// associated constant's type.)
+    pub const fn none() -> Loaded {
+        Loaded { data: 0, buffer: 0, vsrc: None, backend: None, op: 0 }
+    }
 }
 
 /// One compute buffer as the placement sees it.

@@ -608,8 +608,8 @@ mod placement {
     /// which nodes' ops can be computed in place.
     fn load(n: usize, in_place: &[bool]) -> Vec<Loaded> {
         let b = Some(BackendIdx::new(0));
-        let mut l = vec![Loaded { data: 0x9000, buffer: 0x2000, backend: b, ..Loaded::NONE }];
-        l.extend((0..n).map(|i| Loaded { backend: b, op: if in_place[i] { OP_IN_PLACE } else { OP_OTHER }, ..Loaded::NONE }));
+        let mut l = vec![Loaded { data: 0x9000, buffer: 0x2000, backend: b, ..Loaded::none() }];
+        l.extend((0..n).map(|i| Loaded { backend: b, op: if in_place[i] { OP_IN_PLACE } else { OP_OTHER }, ..Loaded::none() }));
         l
     }
 
