@@ -710,3 +710,476 @@ void B(enc_teardown)(struct enc_bench * e) {
     free(e->work);
     free(e);
 }
+
+// ===========================================================================
+// 5. the per-compute families: every compute its own callgrind dump
+//
+// scripts/callgrind --family chain|chain-grow|decoder. As ggml's programs
+// do, the graph is built anew before every compute, in a new context on one
+// memory block (step_rebuild, not measured); the scheduler is measured once
+// with the largest graph that will be computed, and then computes with no
+// warm-up: the first compute measured is the first after init_measure.
+// step_loop computes `iters` times; callgrind dumps after every call of
+// step_compute, so each compute is measured on its own (a scheduler's cost
+// may differ from one compute to the next: the targets are per compute).
+// Per compute, step_loop also records (outside step_compute, so not
+// measured) the graph's size, the test backend's graph_compute calls and a
+// hash of the output, which scripts/callgrind compares between the two
+// implementations.
+// Backends: TEST0 (the C test backend, as above) and the CPU backend (1
+// thread), in that order of priority.
+
+#define STEP_MAX 64
+
+// chain: an independent reviewer's graph. n_ops elementwise nodes over
+// 4-float tensors, the op sequence add, gelu, mul, silu, scale, add
+// repeated; each block of block_ops nodes has its weights (the second
+// operands of add and mul, and scale's factor: a 1-element tensor in this
+// generation of ggml) on TEST0 and the CPU backend in turn, so that the
+// scheduler cuts one split per block (6000 nodes in blocks of 750: 8
+// splits). The graph input x0 lives on the CPU backend; the graph has room
+// for 8192 nodes. "chain" computes the same graph every time; "chain-grow"
+// appends one gelu more at every compute (compute i, from 0, has n_ops + i
+// nodes), so that every graph differs from the previous compute's.
+#define CHAIN_E 4
+#define CHAIN_GROUP 6 // add, gelu, mul, silu, scale, add
+#define CHAIN_GROUP_WEIGHTS 4
+#define CHAIN_GRAPH_SIZE 8192
+
+// decoder: shaped like ggml's gpt-2 example with a GPU (examples/gpt-2,
+// main.cpp's gpt2_graph, as ffi-tests' sched_gpt2.c builds it): token and
+// position embeddings (get_rows, on the CPU backend with the inputs), then
+// per layer norm, the fused q/k/v projection (mul_mat + bias, split into
+// views), the new token's k and v written into views of the KV cache with
+// wsp_ggml_cpy, attention over views of the cache of n_past + 1 positions
+// (mul_mat(K, Q), scale, diag_mask_inf, soft_max, mul_mat(V, KQ)), the
+// projection, the residual, the MLP (mul_mat + bias, gelu, mul_mat + bias)
+// and the residual again; then the final norm and the head. One token per
+// compute, n_past one more every compute (from 0), so every layer's
+// attention shapes change every time. The weights of the odd layers, the
+// final norm, the head and the KV cache are on TEST0, as the example places
+// them with half of the layers offloaded (but every other layer rather than
+// the last half, for more splits); the even layers' weights, the embeddings
+// and the inputs (token, position, the attention's scale factor) are on the
+// CPU backend. The scale factor pulls every layer's scale, diag_mask_inf and
+// soft_max to the CPU, the KV cache its cpy, mul_mat(K, Q) and
+// mul_mat(V, KQ) to TEST0, as in the example: 46 splits at 8 layers, most
+// of a few nodes. The test backend computes every op with ggml.c's CPU
+// kernels, so both backends compute all of these.
+#define DEC_EMBD 64
+#define DEC_HEAD 4
+#define DEC_CTX 64
+#define DEC_VOCAB 128
+#define DEC_GRAPH_SIZE WSP_GGML_DEFAULT_GRAPH_SIZE
+
+struct dec_layer {
+    struct wsp_ggml_tensor *ln_1_g, *ln_1_b, *ln_2_g, *ln_2_b;
+    struct wsp_ggml_tensor *attn_w, *attn_b, *proj_w, *proj_b;
+    struct wsp_ggml_tensor *fc_w, *fc_b, *mlp_proj_w, *mlp_proj_b;
+};
+
+enum step_kind { STEP_CHAIN, STEP_CHAIN_GROW, STEP_DECODER };
+
+struct step_bench {
+    enum step_kind kind;
+    wsp_ggml_backend_t backends[2]; // TEST0, CPU
+    wsp_ggml_backend_buffer_t buffers[2]; // weights (and the decoder's KV cache, inputs)
+    struct wsp_ggml_context * wctx;
+    wsp_ggml_backend_sched_t sched;
+    // the graph of the next compute, in rctx on rmem
+    void * rmem;
+    size_t rmem_size;
+    struct wsp_ggml_context * rctx;
+    struct wsp_ggml_cgraph * graph;
+    struct wsp_ggml_tensor * out;
+    // chain
+    int n_ops;
+    int block_ops;
+    struct wsp_ggml_tensor * x0;
+    struct wsp_ggml_tensor ** w; // [CHAIN_GROUP_WEIGHTS * n_ops / CHAIN_GROUP], in the groups' order
+    // decoder
+    int n_layer;
+    struct dec_layer * layers;
+    struct wsp_ggml_tensor *wte, *wpe, *ln_f_g, *ln_f_b, *lm_head;
+    struct wsp_ggml_tensor *memory_k, *memory_v, *embd, *position, *kq_scale;
+    // per compute (step_loop): graph nodes, test backend graph_compute calls, output hash
+    int n_steps;
+    int step_nodes[STEP_MAX];
+    long step_splits[STEP_MAX];
+    uint64_t step_sum[STEP_MAX];
+};
+
+// Fill an allocated F32 tensor with center + spread * uniform[-1, 1).
+static void fill_tensor_around(struct wsp_ggml_tensor * t, uint64_t * rng, float center, float spread) {
+    BCHECK(t->type == WSP_GGML_TYPE_F32);
+    size_t n = (size_t)wsp_ggml_nelements(t);
+    float * f = (float *)malloc(sizeof(float) * (n > 0 ? n : 1));
+    BCHECK(f != NULL);
+    for (size_t i = 0; i < n; i++) {
+        f[i] = center + spread * lcg_f32(rng);
+    }
+    wsp_ggml_backend_tensor_set(t, f, 0, wsp_ggml_nbytes(t));
+    free(f);
+}
+
+static struct step_bench * step_new(enum step_kind kind) {
+    struct step_bench * s = (struct step_bench *)calloc(1, sizeof(*s));
+    BCHECK(s != NULL);
+    s->kind = kind;
+    s->backends[0] = sb_test_backend("TEST0");
+    wsp_ggml_backend_t cpu = wsp_ggml_backend_cpu_init();
+    BCHECK(cpu != NULL);
+    wsp_ggml_backend_cpu_set_n_threads(cpu, 1);
+    s->backends[1] = cpu;
+    return s;
+}
+
+// One buffer per backend of `size[i]` bytes, and an allocator on each.
+static void step_alloc_buffers(struct step_bench * s, const size_t size[2], wsp_ggml_allocr_t alloc[2]) {
+    for (int i = 0; i < 2; i++) {
+        s->buffers[i] = wsp_ggml_backend_alloc_buffer(s->backends[i], size[i]);
+        BCHECK(s->buffers[i] != NULL);
+        alloc[i] = wsp_ggml_allocr_new_from_buffer(s->buffers[i]);
+        BCHECK(alloc[i] != NULL);
+    }
+}
+
+static void chain_build(struct step_bench * s, struct wsp_ggml_context * ctx, int n_extra) {
+    struct wsp_ggml_tensor * x = s->x0;
+    for (int g = 0; g < s->n_ops / CHAIN_GROUP; g++) {
+        struct wsp_ggml_tensor ** w = &s->w[CHAIN_GROUP_WEIGHTS * g];
+        x = wsp_ggml_add(ctx, x, w[0]);
+        x = wsp_ggml_gelu(ctx, x);
+        x = wsp_ggml_mul(ctx, x, w[1]);
+        x = wsp_ggml_silu(ctx, x);
+        x = wsp_ggml_scale(ctx, x, w[2]);
+        x = wsp_ggml_add(ctx, x, w[3]);
+    }
+    for (int i = 0; i < n_extra; i++) {
+        x = wsp_ggml_gelu(ctx, x);
+    }
+    s->out = x;
+    s->graph = wsp_ggml_new_graph_custom(ctx, CHAIN_GRAPH_SIZE, false);
+    wsp_ggml_build_forward_expand(s->graph, x);
+    BCHECK(s->graph->n_nodes == s->n_ops + n_extra);
+}
+
+// The example's gpt2_graph for one token at position n_past.
+static void dec_build(struct step_bench * s, struct wsp_ggml_context * ctx, int n_past) {
+    const int E = DEC_EMBD, H = DEC_HEAD, C = DEC_CTX, N = 1;
+    const float eps = 1e-5f;
+    BCHECK(n_past + N <= C);
+    struct wsp_ggml_cgraph * gf = wsp_ggml_new_graph_custom(ctx, DEC_GRAPH_SIZE, false);
+
+    // the inputs: a token and its position (written here: not measured)
+    struct wsp_ggml_tensor * embd = wsp_ggml_view_1d(ctx, s->embd, N, 0);
+    struct wsp_ggml_tensor * position = wsp_ggml_view_1d(ctx, s->position, N, 0);
+    int32_t token = (int32_t)((n_past * 37 + 11) % DEC_VOCAB);
+    int32_t pos = n_past;
+    wsp_ggml_backend_tensor_set(s->embd, &token, 0, sizeof(token));
+    wsp_ggml_backend_tensor_set(s->position, &pos, 0, sizeof(pos));
+
+    struct wsp_ggml_tensor * inpL = wsp_ggml_add(ctx, wsp_ggml_get_rows(ctx, s->wte, embd), wsp_ggml_get_rows(ctx, s->wpe, position));
+    const size_t es = wsp_ggml_element_size(s->memory_k);
+    for (int il = 0; il < s->n_layer; il++) {
+        const struct dec_layer * l = &s->layers[il];
+        struct wsp_ggml_tensor * cur = wsp_ggml_norm(ctx, inpL, eps);
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul(ctx, cur, l->ln_1_g), l->ln_1_b);
+        // q, k, v of the new token: one projection, three views
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul_mat(ctx, l->attn_w, cur), l->attn_b);
+        struct wsp_ggml_tensor * Qcur = wsp_ggml_view_2d(ctx, cur, E, N, cur->nb[1], 0 * sizeof(float) * E);
+        struct wsp_ggml_tensor * Kcur = wsp_ggml_view_2d(ctx, cur, E, N, cur->nb[1], 1 * sizeof(float) * E);
+        struct wsp_ggml_tensor * Vcur = wsp_ggml_view_2d(ctx, cur, E, N, cur->nb[1], 2 * sizeof(float) * E);
+        // into the KV cache at position n_past
+        {
+            struct wsp_ggml_tensor * k = wsp_ggml_view_1d(ctx, s->memory_k, N * E, es * E * (size_t)(il * C + n_past));
+            struct wsp_ggml_tensor * v = wsp_ggml_view_1d(ctx, s->memory_v, N * E, es * E * (size_t)(il * C + n_past));
+            wsp_ggml_build_forward_expand(gf, wsp_ggml_cpy(ctx, Kcur, k));
+            wsp_ggml_build_forward_expand(gf, wsp_ggml_cpy(ctx, Vcur, v));
+        }
+        // attention over the n_past + N cached positions
+        struct wsp_ggml_tensor * Q = wsp_ggml_permute(ctx, wsp_ggml_cont_3d(ctx, Qcur, E / H, H, N), 0, 2, 1, 3);
+        struct wsp_ggml_tensor * K = wsp_ggml_permute(
+            ctx, wsp_ggml_reshape_3d(ctx, wsp_ggml_view_1d(ctx, s->memory_k, (n_past + N) * E, (size_t)il * C * es * E), E / H, H, n_past + N),
+            0, 2, 1, 3);
+        struct wsp_ggml_tensor * KQ = wsp_ggml_mul_mat(ctx, K, Q);
+        struct wsp_ggml_tensor * KQ_scaled = wsp_ggml_scale(ctx, KQ, s->kq_scale);
+        struct wsp_ggml_tensor * KQ_masked = wsp_ggml_diag_mask_inf(ctx, KQ_scaled, n_past);
+        struct wsp_ggml_tensor * KQ_soft_max = wsp_ggml_soft_max(ctx, KQ_masked);
+        struct wsp_ggml_tensor * V_trans = wsp_ggml_cont_3d(
+            ctx,
+            wsp_ggml_permute(ctx,
+                             wsp_ggml_reshape_3d(ctx, wsp_ggml_view_1d(ctx, s->memory_v, (n_past + N) * E, (size_t)il * C * es * E),
+                                                 E / H, H, n_past + N),
+                             1, 2, 0, 3),
+            n_past + N, E / H, H);
+        struct wsp_ggml_tensor * KQV = wsp_ggml_mul_mat(ctx, V_trans, KQ_soft_max);
+        struct wsp_ggml_tensor * KQV_merged = wsp_ggml_permute(ctx, KQV, 0, 2, 1, 3);
+        cur = wsp_ggml_cont_2d(ctx, KQV_merged, E, N);
+        // projection, residual
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul_mat(ctx, l->proj_w, cur), l->proj_b);
+        cur = wsp_ggml_add(ctx, cur, inpL);
+        struct wsp_ggml_tensor * inpFF = cur;
+        // MLP, residual
+        cur = wsp_ggml_norm(ctx, inpFF, eps);
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul(ctx, cur, l->ln_2_g), l->ln_2_b);
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul_mat(ctx, l->fc_w, cur), l->fc_b);
+        cur = wsp_ggml_gelu(ctx, cur);
+        cur = wsp_ggml_add(ctx, wsp_ggml_mul_mat(ctx, l->mlp_proj_w, cur), l->mlp_proj_b);
+        inpL = wsp_ggml_add(ctx, cur, inpFF);
+    }
+    inpL = wsp_ggml_norm(ctx, inpL, eps);
+    inpL = wsp_ggml_add(ctx, wsp_ggml_mul(ctx, inpL, s->ln_f_g), s->ln_f_b);
+    inpL = wsp_ggml_mul_mat(ctx, s->lm_head, inpL);
+    wsp_ggml_build_forward_expand(gf, inpL);
+    s->out = inpL;
+    s->graph = gf;
+}
+
+// The graph of compute `step` (from 0), built anew in a new context on
+// rmem. Not measured.
+__attribute__((noinline)) void B(step_rebuild)(struct step_bench * s, int step) {
+    if (s->rctx != NULL) {
+        wsp_ggml_free(s->rctx);
+    }
+    struct wsp_ggml_init_params p = { s->rmem_size, s->rmem, true };
+    s->rctx = wsp_ggml_init(p);
+    BCHECK(s->rctx != NULL);
+    switch (s->kind) {
+        case STEP_CHAIN: chain_build(s, s->rctx, 0); break;
+        case STEP_CHAIN_GROW: chain_build(s, s->rctx, step); break;
+        case STEP_DECODER: dec_build(s, s->rctx, step); break;
+    }
+}
+
+// The scheduler, measured with the graph of compute `last_step` (the
+// largest: the most gelus, the longest attention).
+static void step_sched(struct step_bench * s, int last_step) {
+    int q = quiet_begin();
+    s->sched = wsp_ggml_backend_sched_new(s->backends, 2);
+    quiet_end(q);
+    BCHECK(s->sched != NULL);
+    B(step_rebuild)(s, last_step);
+    wsp_ggml_backend_sched_init_measure(s->sched, s->graph);
+}
+
+// chain (grow = 0) or chain-grow (grow = 1) of n_ops nodes in blocks of
+// block_ops, a scheduler measured for `iters` computes.
+struct step_bench * B(step_setup_chain)(int n_ops, int block_ops, int grow, int iters) {
+    BCHECK(iters >= 1 && iters <= STEP_MAX);
+    BCHECK(block_ops >= CHAIN_GROUP && block_ops % CHAIN_GROUP == 0);
+    BCHECK(n_ops >= block_ops && n_ops % block_ops == 0);
+    BCHECK(n_ops + (grow ? iters - 1 : 0) <= CHAIN_GRAPH_SIZE);
+    struct step_bench * s = step_new(grow ? STEP_CHAIN_GROW : STEP_CHAIN);
+    s->n_ops = n_ops;
+    s->block_ops = block_ops;
+    const int n_groups = n_ops / CHAIN_GROUP;
+    const int n_w = CHAIN_GROUP_WEIGHTS * n_groups;
+
+    const size_t tsize = CHAIN_E * sizeof(float);
+    size_t size[2] = { (size_t)n_w * (tsize + 64) + 8192, (size_t)n_w * (tsize + 64) + 8192 };
+    wsp_ggml_allocr_t alloc[2];
+    step_alloc_buffers(s, size, alloc);
+
+    // weights and input
+    uint64_t rng = 4242;
+    s->wctx = no_alloc_ctx((size_t)n_w + 4, 0);
+    s->x0 = wsp_ggml_new_tensor_1d(s->wctx, WSP_GGML_TYPE_F32, CHAIN_E);
+    wsp_ggml_set_name(s->x0, "x0");
+    wsp_ggml_allocr_alloc(alloc[1], s->x0);
+    fill_tensor(s->x0, &rng, 1.0f);
+    s->w = (struct wsp_ggml_tensor **)malloc(sizeof(*s->w) * (size_t)n_w);
+    BCHECK(s->w != NULL);
+    const int groups_per_block = block_ops / CHAIN_GROUP;
+    for (int g = 0; g < n_groups; g++) {
+        int b = (g / groups_per_block) % 2;
+        for (int k = 0; k < CHAIN_GROUP_WEIGHTS; k++) {
+            // k = 2: scale's factor, a scalar
+            struct wsp_ggml_tensor * t = wsp_ggml_new_tensor_1d(s->wctx, WSP_GGML_TYPE_F32, k == 2 ? 1 : CHAIN_E);
+            wsp_ggml_format_name(t, "w%d.%d", g, k);
+            wsp_ggml_allocr_alloc(alloc[b], t);
+            BCHECK(t->data != NULL);
+            // add: small; mul and scale: around 1, so that the values neither vanish nor grow
+            static const float center[CHAIN_GROUP_WEIGHTS] = { 0.0f, 1.0f, 1.0f, 0.0f };
+            static const float spread[CHAIN_GROUP_WEIGHTS] = { 0.5f, 0.25f, 0.1f, 0.5f };
+            fill_tensor_around(t, &rng, center[k], spread[k]);
+            s->w[CHAIN_GROUP_WEIGHTS * g + k] = t;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        wsp_ggml_allocr_free(alloc[i]);
+    }
+
+    s->rmem_size = ((size_t)n_ops + (size_t)iters + 16) * wsp_ggml_tensor_overhead()
+                   + wsp_ggml_graph_overhead_custom(CHAIN_GRAPH_SIZE, false) + 1024;
+    s->rmem = malloc(s->rmem_size);
+    BCHECK(s->rmem != NULL);
+    step_sched(s, iters - 1);
+    return s;
+}
+
+// decoder of n_layer layers, a scheduler measured for `iters` computes
+// (n_past 0 .. iters - 1).
+struct step_bench * B(step_setup_decoder)(int n_layer, int iters) {
+    BCHECK(iters >= 1 && iters <= STEP_MAX && iters <= DEC_CTX);
+    BCHECK(n_layer >= 1);
+    struct step_bench * s = step_new(STEP_DECODER);
+    s->n_layer = n_layer;
+    const int E = DEC_EMBD, L = n_layer, C = DEC_CTX, V = DEC_VOCAB;
+    wsp_ggml_backend_t test = s->backends[0], cpu = s->backends[1];
+
+    s->wctx = no_alloc_ctx((size_t)(16 + 12 * L), 0);
+    struct wsp_ggml_context * ctx = s->wctx;
+    s->layers = (struct dec_layer *)calloc((size_t)L, sizeof(struct dec_layer));
+    BCHECK(s->layers != NULL);
+    s->wte = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, V);
+    s->wpe = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, C);
+    s->ln_f_g = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+    s->ln_f_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+    s->lm_head = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, V);
+    for (int i = 0; i < L; i++) {
+        struct dec_layer * l = &s->layers[i];
+        l->ln_1_g = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+        l->ln_1_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+        l->ln_2_g = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+        l->ln_2_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+        l->attn_w = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, 3 * E);
+        l->attn_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 3 * E);
+        l->proj_w = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, E);
+        l->proj_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+        l->fc_w = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, E, 4 * E);
+        l->fc_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 4 * E);
+        l->mlp_proj_w = wsp_ggml_new_tensor_2d(ctx, WSP_GGML_TYPE_F32, 4 * E, E);
+        l->mlp_proj_b = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, E);
+    }
+    s->memory_k = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, (int64_t)E * L * C);
+    s->memory_v = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, (int64_t)E * L * C);
+    s->embd = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_I32, C);
+    s->position = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_I32, C);
+    s->kq_scale = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 1); // wsp_ggml_scale's factor is a tensor here
+
+    // which backend holds what: TEST0 the odd layers, the output and the
+    // KV cache; the CPU the even layers, the embeddings and the inputs (each
+    // buffer has room for everything)
+    size_t size[2] = { 0, 0 };
+    for (struct wsp_ggml_tensor * t = wsp_ggml_get_first_tensor(ctx); t != NULL; t = wsp_ggml_get_next_tensor(ctx, t)) {
+        size[0] += wsp_ggml_nbytes(t) + 512;
+        size[1] += wsp_ggml_nbytes(t) + 512;
+    }
+    wsp_ggml_allocr_t alloc[2];
+    step_alloc_buffers(s, size, alloc);
+#define DEC_ALLOC(t, b) wsp_ggml_allocr_alloc(alloc[(b) == test ? 0 : 1], (t))
+    uint64_t rng = 2023;
+    DEC_ALLOC(s->wte, cpu);
+    DEC_ALLOC(s->wpe, cpu);
+    fill_tensor(s->wte, &rng, 0.5f);
+    fill_tensor(s->wpe, &rng, 0.1f);
+    for (int i = 0; i < L; i++) {
+        struct dec_layer * l = &s->layers[i];
+        wsp_ggml_backend_t b = i % 2 == 1 ? test : cpu;
+        struct wsp_ggml_tensor * t[12] = { l->ln_1_g, l->ln_1_b, l->ln_2_g, l->ln_2_b, l->attn_w, l->attn_b,
+                                          l->proj_w, l->proj_b, l->fc_w, l->fc_b, l->mlp_proj_w, l->mlp_proj_b };
+        for (int k = 0; k < 12; k++) {
+            DEC_ALLOC(t[k], b);
+            BCHECK(t[k]->data != NULL);
+        }
+        fill_tensor_around(l->ln_1_g, &rng, 1.0f, 0.1f);
+        fill_tensor(l->ln_1_b, &rng, 0.1f);
+        fill_tensor_around(l->ln_2_g, &rng, 1.0f, 0.1f);
+        fill_tensor(l->ln_2_b, &rng, 0.1f);
+        fill_tensor(l->attn_w, &rng, 0.25f);
+        fill_tensor(l->attn_b, &rng, 0.1f);
+        fill_tensor(l->proj_w, &rng, 0.25f);
+        fill_tensor(l->proj_b, &rng, 0.1f);
+        fill_tensor(l->fc_w, &rng, 0.25f);
+        fill_tensor(l->fc_b, &rng, 0.1f);
+        fill_tensor(l->mlp_proj_w, &rng, 0.125f);
+        fill_tensor(l->mlp_proj_b, &rng, 0.1f);
+    }
+    DEC_ALLOC(s->ln_f_g, test);
+    DEC_ALLOC(s->ln_f_b, test);
+    DEC_ALLOC(s->lm_head, test);
+    fill_tensor_around(s->ln_f_g, &rng, 1.0f, 0.1f);
+    fill_tensor(s->ln_f_b, &rng, 0.1f);
+    fill_tensor(s->lm_head, &rng, 0.5f);
+    // the KV cache, zeroed (only positions already written are read)
+    DEC_ALLOC(s->memory_k, test);
+    DEC_ALLOC(s->memory_v, test);
+    void * zeros = calloc(1, wsp_ggml_nbytes(s->memory_k));
+    BCHECK(zeros != NULL);
+    wsp_ggml_backend_tensor_set(s->memory_k, zeros, 0, wsp_ggml_nbytes(s->memory_k));
+    wsp_ggml_backend_tensor_set(s->memory_v, zeros, 0, wsp_ggml_nbytes(s->memory_v));
+    free(zeros);
+    // inputs
+    DEC_ALLOC(s->embd, cpu);
+    DEC_ALLOC(s->position, cpu);
+    DEC_ALLOC(s->kq_scale, cpu);
+    const float kq_scale = 1.0f / sqrtf((float)E / (float)DEC_HEAD);
+    wsp_ggml_backend_tensor_set(s->kq_scale, &kq_scale, 0, sizeof(kq_scale));
+#undef DEC_ALLOC
+    for (int i = 0; i < 2; i++) {
+        wsp_ggml_allocr_free(alloc[i]);
+    }
+
+    s->rmem_size = DEC_GRAPH_SIZE * wsp_ggml_tensor_overhead() + wsp_ggml_graph_overhead_custom(DEC_GRAPH_SIZE, false);
+    s->rmem = malloc(s->rmem_size);
+    BCHECK(s->rmem != NULL);
+    step_sched(s, iters - 1);
+    return s;
+}
+
+// One compute of the graph step_rebuild built: what callgrind measures
+// (--toggle-collect) and dumps after (--dump-after).
+__attribute__((noinline)) void B(step_compute)(struct step_bench * s) {
+    wsp_ggml_backend_sched_graph_compute(s->sched, s->graph);
+}
+
+// `iters` computes, each of a graph built anew: rebuild (not measured),
+// compute (measured), then record the compute (not measured).
+__attribute__((noinline)) void B(step_loop)(struct step_bench * s, int iters) {
+    BCHECK(s->n_steps + iters <= STEP_MAX);
+    for (int i = 0; i < iters; i++) {
+        B(step_rebuild)(s, i);
+        long before = test_backend_stats(s->backends[0])->calls[TB_GRAPH_COMPUTE];
+        B(step_compute)(s);
+        int k = s->n_steps++;
+        s->step_nodes[k] = s->graph->n_nodes;
+        s->step_splits[k] = test_backend_stats(s->backends[0])->calls[TB_GRAPH_COMPUTE] - before;
+        s->step_sum[k] = tensor_fnv(s->out);
+    }
+}
+
+// What step_loop recorded of compute `k` (from 0); false past the last.
+bool B(step_result)(struct step_bench * s, int k, int * n_nodes, long * test_splits, uint64_t * checksum) {
+    if (k < 0 || k >= s->n_steps) {
+        return false;
+    }
+    *n_nodes = s->step_nodes[k];
+    *test_splits = s->step_splits[k];
+    *checksum = s->step_sum[k];
+    return true;
+}
+
+// Size of the measured graph's visited hash table (the original sizes its
+// tables from it: see sched_graph_hash_size).
+size_t B(step_graph_hash_size)(struct step_bench * s) {
+    return s->graph->visited_hash_table.size;
+}
+
+void B(step_teardown)(struct step_bench * s) {
+    wsp_ggml_backend_sched_free(s->sched);
+    if (s->rctx != NULL) {
+        wsp_ggml_free(s->rctx);
+    }
+    free(s->rmem);
+    for (int i = 0; i < 2; i++) {
+        wsp_ggml_backend_buffer_free(s->buffers[i]);
+    }
+    wsp_ggml_free(s->wctx);
+    free(s->w);
+    free(s->layers);
+    for (int i = 0; i < 2; i++) {
+        wsp_ggml_backend_free(s->backends[i]);
+    }
+    free(s);
+}

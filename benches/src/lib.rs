@@ -91,6 +91,18 @@ macro_rules! driver {
                 pub fn enc_n_nodes(e: *mut c_void) -> c_int;
                 #[link_name = concat!($p, "enc_teardown")]
                 pub fn enc_teardown(e: *mut c_void);
+                #[link_name = concat!($p, "step_setup_chain")]
+                pub fn step_setup_chain(n_ops: c_int, block_ops: c_int, grow: c_int, iters: c_int) -> *mut c_void;
+                #[link_name = concat!($p, "step_setup_decoder")]
+                pub fn step_setup_decoder(n_layer: c_int, iters: c_int) -> *mut c_void;
+                #[link_name = concat!($p, "step_loop")]
+                pub fn step_loop(s: *mut c_void, iters: c_int);
+                #[link_name = concat!($p, "step_result")]
+                pub fn step_result(s: *mut c_void, k: c_int, n_nodes: *mut c_int, test_splits: *mut c_long, checksum: *mut u64) -> bool;
+                #[link_name = concat!($p, "step_graph_hash_size")]
+                pub fn step_graph_hash_size(s: *mut c_void) -> usize;
+                #[link_name = concat!($p, "step_teardown")]
+                pub fn step_teardown(s: *mut c_void);
             }
             pub const TABLE: super::Impl = super::Impl {
                 name: $name,
@@ -130,6 +142,12 @@ macro_rules! driver {
                 enc_checksum,
                 enc_n_nodes,
                 enc_teardown,
+                step_setup_chain,
+                step_setup_decoder,
+                step_loop,
+                step_result,
+                step_graph_hash_size,
+                step_teardown,
             };
         }
     };
@@ -185,6 +203,12 @@ pub struct Impl {
     pub enc_checksum: unsafe extern "C" fn(P) -> u64,
     pub enc_n_nodes: unsafe extern "C" fn(P) -> c_int,
     pub enc_teardown: unsafe extern "C" fn(P),
+    pub step_setup_chain: unsafe extern "C" fn(c_int, c_int, c_int, c_int) -> P,
+    pub step_setup_decoder: unsafe extern "C" fn(c_int, c_int) -> P,
+    pub step_loop: unsafe extern "C" fn(P, c_int),
+    pub step_result: unsafe extern "C" fn(P, c_int, *mut c_int, *mut c_long, *mut u64) -> bool,
+    pub step_graph_hash_size: unsafe extern "C" fn(P) -> usize,
+    pub step_teardown: unsafe extern "C" fn(P),
 }
 
 pub const OURS: Impl = ours::TABLE;
@@ -222,6 +246,24 @@ pub const FEW_SPLITS: usize = 8;
 /// Default size of the "few-splits" family (8 blocks of 96 layers).
 pub const FEW_SPLITS_NODES: usize = 6144;
 
+/// The original writes `causes[hash slot]` for slots up to its hash table
+/// size (the measured graph's `graph_hash_size` + [`REF_HASH_EXTRA`]); make
+/// sure those writes land in the pad build.rs put behind it. `what` names the
+/// graph in the message.
+fn check_causes_pad(imp: Impl, graph_hash_size: usize, what: &str) {
+    // SAFETY: no arguments.
+    let off = unsafe { (imp.causes_pad_offset)() };
+    if off < 0 {
+        return; // ours: no such array
+    }
+    let off = off as usize;
+    let end = CAUSES_ROWS * 128;
+    assert!((end..end + 4096).contains(&off), "the pad is not right behind `causes` (offset {off})");
+    let slots = graph_hash_size + REF_HASH_EXTRA;
+    let reach = slots.saturating_sub(CAUSES_ROWS) * 128;
+    assert!(reach <= CAUSES_PAD_BYTES - (off - end), "{what}: the original would write {reach} bytes past `causes`, more than the pad");
+}
+
 /// The scheduler benchmark graph (see c/bench_drv.c): `n_nodes` tiny nodes
 /// over `n_backends` backends, one split per 64 nodes ([`SchedBench::new`]) or
 /// per `block_nodes` ([`SchedBench::with_blocks`]).
@@ -253,24 +295,9 @@ impl SchedBench {
         sb
     }
 
-    /// The original writes `causes[hash slot]` for slots up to its hash table
-    /// size; make sure those writes land in the pad build.rs put behind it.
+    /// See [`check_causes_pad`].
     fn check_causes_pad(&self) {
-        // SAFETY: no arguments.
-        let off = unsafe { (self.imp.causes_pad_offset)() };
-        if off < 0 {
-            return; // ours: no such array
-        }
-        let off = off as usize;
-        let end = CAUSES_ROWS * 128;
-        assert!((end..end + 4096).contains(&off), "the pad is not right behind `causes` (offset {off})");
-        let slots = self.graph_hash_size() + REF_HASH_EXTRA;
-        let reach = slots.saturating_sub(CAUSES_ROWS) * 128;
-        assert!(
-            reach <= CAUSES_PAD_BYTES - (off - end),
-            "{} nodes: the original would write {reach} bytes past `causes`, more than the pad",
-            self.n_nodes
-        );
+        check_causes_pad(self.imp, self.graph_hash_size(), &format!("{} nodes", self.n_nodes));
     }
 
     /// Bytes the original writes past the end of `causes` at most, for this graph.
@@ -399,6 +426,104 @@ impl Drop for SchedBench {
     fn drop(&mut self) {
         // SAFETY: self.ptr came from sched_setup and is freed once.
         unsafe { (self.imp.sched_teardown)(self.ptr) }
+    }
+}
+
+// --- per-compute families ---------------------------------------------------------
+
+/// The per-compute families of c/bench_drv.c (section 5): the graph built
+/// anew before every compute, the scheduler measured once with the largest
+/// graph, no warm-up; each compute is measured on its own
+/// (`scripts/callgrind --family chain|chain-grow|decoder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// The reviewer's elementwise chain, the same graph every compute.
+    Chain,
+    /// The same chain with one gelu more at every compute.
+    ChainGrow,
+    /// A gpt-2-shaped decoder, one token per compute, `n_past` one more each.
+    Decoder,
+}
+
+/// Splits of the "chain" families by default: 6000 nodes in blocks of 750
+/// (scripts/callgrind's defaults: 6000 nodes, 8 decoder layers, 9 computes).
+pub const CHAIN_SPLITS: usize = 8;
+
+/// What `step_loop` recorded of one compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepRecord {
+    /// Nodes of the graph computed.
+    pub n_nodes: usize,
+    /// graph_compute calls of the test backend (its splits).
+    pub test_splits: i64,
+    /// Hash of the output (the chain's last node, the decoder's logits).
+    pub checksum: u64,
+}
+
+/// One per-compute benchmark: backends, weights and a scheduler measured for
+/// `iters` computes, none computed yet.
+pub struct StepBench {
+    pub imp: Impl,
+    pub kind: StepKind,
+    pub iters: usize,
+    ptr: P,
+}
+
+impl StepBench {
+    /// `size`: the chain's nodes (a multiple of 6 x `splits`), the decoder's
+    /// layers; `splits`: the chain's blocks (ignored by the decoder).
+    pub fn new(imp: Impl, kind: StepKind, size: usize, splits: usize, iters: usize) -> StepBench {
+        assert!((1..=64).contains(&iters), "{iters} computes (1 to 64)");
+        let ptr = match kind {
+            StepKind::Chain | StepKind::ChainGrow => {
+                let whole = |a: usize, b: usize| a.checked_rem(b) == Some(0);
+                assert!(
+                    splits > 0 && whole(size, splits) && whole(size / splits, 6),
+                    "{size} nodes in {splits} blocks of whole groups of 6"
+                );
+                let grow = c_int::from(kind == StepKind::ChainGrow);
+                // SAFETY: plain values; the driver checks them.
+                unsafe { (imp.step_setup_chain)(size as c_int, (size / splits) as c_int, grow, iters as c_int) }
+            }
+            // SAFETY: as above.
+            StepKind::Decoder => unsafe { (imp.step_setup_decoder)(size as c_int, iters as c_int) },
+        };
+        assert!(!ptr.is_null());
+        let sb = StepBench { imp, kind, iters, ptr };
+        // SAFETY: live driver object; its graph is the measured one.
+        let hash_size = unsafe { (imp.step_graph_hash_size)(ptr) };
+        check_causes_pad(imp, hash_size, &format!("{kind:?} of size {size}"));
+        sb
+    }
+
+    /// The `iters` computes (graph rebuilt before each), in C: what
+    /// scripts/callgrind measures, one dump per compute.
+    pub fn run(&mut self) {
+        // SAFETY: live driver object, measured for `iters` computes.
+        unsafe { (self.imp.step_loop)(self.ptr, self.iters as c_int) }
+    }
+
+    /// What [`StepBench::run`] recorded, one entry per compute.
+    pub fn records(&self) -> Vec<StepRecord> {
+        let mut out = Vec::new();
+        loop {
+            let (mut n, mut splits, mut sum): (c_int, c_long, u64) = (0, 0, 0);
+            // SAFETY: live driver object; three out pointers.
+            if !unsafe { (self.imp.step_result)(self.ptr, out.len() as c_int, &mut n, &mut splits, &mut sum) } {
+                break;
+            }
+            // c_long is 32 bits on 32-bit targets
+            #[allow(clippy::unnecessary_cast)]
+            out.push(StepRecord { n_nodes: n as usize, test_splits: splits as i64, checksum: sum });
+        }
+        out
+    }
+}
+
+impl Drop for StepBench {
+    fn drop(&mut self) {
+        // SAFETY: self.ptr came from a step_setup_* and is freed once.
+        unsafe { (self.imp.step_teardown)(self.ptr) }
     }
 }
 

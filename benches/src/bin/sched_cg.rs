@@ -1,6 +1,6 @@
 //! Runs benchmark 1's compute loop for one implementation, for
 //! `scripts/callgrind`:
-//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle] [splits]`.
+//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle|chain|chain-grow|decoder] [splits]`.
 //!
 //! - `steady` (default): the same graph computed again
 //!   (`<prefix>sched_loop`);
@@ -13,6 +13,17 @@
 //! - `cycle`: benchmark 2's scheduler lifetimes instead (`<prefix>cycle_loop`,
 //!   at most ~50 for the original).
 //!
+//! - `chain`, `chain-grow`, `decoder`: the per-compute families (c/bench_drv.c,
+//!   section 5; 2 backends): the graph built anew before every compute, the
+//!   scheduler measured with the largest graph, then `iters` computes with
+//!   no warm-up (`<prefix>step_loop`; scripts/callgrind dumps after every
+//!   `<prefix>step_compute`). `chain`: the reviewer's elementwise chain of
+//!   `n_nodes` nodes in `splits` blocks (default 8), the same graph every
+//!   compute; `chain-grow`: one gelu more at every compute; `decoder`: a
+//!   gpt-2-shaped decoder of `n_nodes` LAYERS, one token per compute.
+//!   Prints the JSON line with, per compute, the graph's nodes, the test
+//!   backend's splits and the output's hash (`computes`).
+//!
 //! `splits`: the graph in that many blocks (`n_nodes / splits` nodes each)
 //! instead of one per 64 nodes; the "few-splits" family (issue 20) is
 //! `6144 nodes, 8 splits, 2 backends`, with `steady` or `vary`.
@@ -23,11 +34,44 @@
 //! one JSON line with the output's hash and the splits of the last warm-up
 //! compute on the test backends (`test_splits`), so that the two
 //! implementations can be compared.
-use wsp_bench::{Impl, SchedBench, BLOCK_NODES};
+use wsp_bench::{Impl, SchedBench, StepBench, StepKind, BLOCK_NODES, CHAIN_SPLITS};
+
+const MODES: [&str; 8] = ["steady", "vary", "rebuilt", "rebuilt-vary", "cycle", "chain", "chain-grow", "decoder"];
 
 fn usage() -> ! {
-    eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle] [splits]");
+    eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [{}] [splits]", MODES.join("|"));
+    eprintln!("       (decoder: <n_nodes> is its number of layers)");
     std::process::exit(2);
+}
+
+/// The per-compute families: set up, run the measured loop, print what each
+/// compute did.
+fn steps(imp: Impl, kind: StepKind, nb: usize, size: usize, iters: usize, splits: Option<usize>) {
+    assert_eq!(nb, 2, "the per-compute families have 2 backends");
+    assert!(kind != StepKind::Decoder || splits.is_none(), "the decoder takes no splits");
+    let splits = splits.unwrap_or(CHAIN_SPLITS);
+    let mut sb = StepBench::new(imp, kind, size, splits, iters);
+    sb.run();
+    let recs = sb.records();
+    assert_eq!(recs.len(), iters);
+    let computes: Vec<String> = recs
+        .iter()
+        .map(|r| format!("{{\"n_nodes\":{},\"test_splits\":{},\"checksum\":\"{:016x}\"}}", r.n_nodes, r.test_splits, r.checksum))
+        .collect();
+    let size = match kind {
+        StepKind::Decoder => format!("\"n_layer\":{size}"),
+        _ => format!("\"n_nodes\":{size},\"splits\":{splits}"),
+    };
+    let mode = match kind {
+        StepKind::Chain => "chain",
+        StepKind::ChainGrow => "chain-grow",
+        StepKind::Decoder => "decoder",
+    };
+    println!(
+        "{{\"impl\":\"{}\",\"n_backends\":{nb},{size},\"iters\":{iters},\"mode\":\"{mode}\",\"computes\":[{}]}}",
+        imp.name,
+        computes.join(",")
+    );
 }
 
 fn main() {
@@ -40,8 +84,19 @@ fn main() {
     let n: usize = args[3].parse().expect("n_nodes");
     let iters: usize = args[4].parse().expect("iters");
     let mode = args.get(5).map(String::as_str).unwrap_or("steady");
-    if !["steady", "vary", "rebuilt", "rebuilt-vary", "cycle"].contains(&mode) {
+    if !MODES.contains(&mode) {
         usage();
+    }
+    let step_kind = match mode {
+        "chain" => Some(StepKind::Chain),
+        "chain-grow" => Some(StepKind::ChainGrow),
+        "decoder" => Some(StepKind::Decoder),
+        _ => None,
+    };
+    if let Some(kind) = step_kind {
+        imp.quiet_stderr();
+        steps(imp, kind, nb, n, iters, args.get(6).map(|s| s.parse().expect("splits")));
+        return;
     }
     let block = match args.get(6) {
         Some(s) => {
