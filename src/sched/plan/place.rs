@@ -218,8 +218,7 @@ impl Placement {
         self.max.resize(arenas.len(), 0);
         self.steps.clear();
         self.refusal = None;
-        let mut walk = Walk { p: self, arenas, probe };
-        walk.run(order)
+        self.run(order, arenas, probe)
     }
 
     /// Give the working memory back (it is as large as the table).
@@ -229,61 +228,55 @@ impl Placement {
     }
 }
 
-/// One plan being made.
-struct Walk<'a, P> {
-    p: &'a mut Placement,
-    arenas: &'a [ArenaSpec],
-    probe: &'a mut P,
-}
-
-impl<P: PlaceProbe> Walk<'_, P> {
+// The walk: ggml-alloc's, over `slots`.
+impl Placement {
     #[cold]
     fn refuse(&mut self, why: String) -> Unplaced {
-        self.p.refusal = Some(Refusal::because(why));
+        self.refusal = Some(Refusal::because(why));
         Unplaced::Refused
     }
 
-    fn run(&mut self, order: &Order) -> Result<bool, Unplaced> {
+    fn run<P: PlaceProbe>(&mut self, order: &Order, arenas: &[ArenaSpec], probe: &mut P) -> Result<bool, Unplaced> {
         let mut keep = true;
         // count children and views (initialising views of memory set by hand)
         for &(id, s, e) in &order.entries {
-            let n = self.p.slots[id as usize];
+            let n = self.slots[id as usize];
             if let Some(v) = n.vsrc {
-                self.p.slots[v.get() as usize].views += 1;
+                self.slots[v.get() as usize].views += 1;
                 if n.buffer == 0 && n.data != 0 {
-                    self.init_view(id, None)?;
+                    self.init_view(id, None, probe)?;
                 }
             }
             for &q in &order.srcs[s as usize..e as usize] {
-                let ps = &mut self.p.slots[q as usize];
+                let ps = &mut self.slots[q as usize];
                 ps.children += 1;
                 if ps.vsrc.is_some() && ps.buffer == 0 && ps.data != 0 {
-                    self.init_view(q, None)?;
+                    self.init_view(q, None, probe)?;
                 }
             }
         }
         for &(id, s, e) in &order.entries {
             let srcs = &order.srcs[s as usize..e as usize];
             for &q in srcs {
-                if self.p.slots[q as usize].data == 0 {
-                    keep &= self.allocate(q, None)?;
+                if self.slots[q as usize].data == 0 {
+                    keep &= self.allocate(q, None, arenas, probe)?;
                 }
             }
-            if self.p.slots[id as usize].data == 0 {
-                keep &= self.allocate(id, Some(srcs))?;
+            if self.slots[id as usize].data == 0 {
+                keep &= self.allocate(id, Some(srcs), arenas, probe)?;
             }
             for &q in srcs {
-                let ps = &mut self.p.slots[q as usize];
+                let ps = &mut self.slots[q as usize];
                 ps.children -= 1;
                 if ps.children == 0 && ps.views == 0 {
                     let Some(v) = ps.vsrc.map(SlotId::get) else {
-                        self.free(q)?;
+                        self.free(q, arenas, probe)?;
                         continue;
                     };
-                    let vs = &mut self.p.slots[v as usize];
+                    let vs = &mut self.slots[v as usize];
                     vs.views -= 1;
                     if vs.views == 0 && vs.children == 0 {
-                        self.free(v)?;
+                        self.free(v, arenas, probe)?;
                     }
                 }
             }
@@ -293,24 +286,24 @@ impl<P: PlaceProbe> Walk<'_, P> {
 
     /// `init_view`: the view takes its source's buffer and memory.
     #[inline(always)]
-    fn init_view(&mut self, id: u32, owner: Id) -> Result<(), Unplaced> {
+    fn init_view<P: PlaceProbe>(&mut self, id: u32, owner: Id, probe: &mut P) -> Result<(), Unplaced> {
         let i = id as usize;
         if owner.is_some() {
-            self.p.slots[i].vsrc = owner;
+            self.slots[i].vsrc = owner;
         }
-        let vsrc = self.p.slots[i].vsrc.expect("a view, or in place in an owner's memory").get();
-        let v = self.p.slots[vsrc as usize];
+        let vsrc = self.slots[i].vsrc.expect("a view, or in place in an owner's memory").get();
+        let v = self.slots[vsrc as usize];
         if v.data == 0 {
-            let (t, src) = (self.probe.name(id), self.probe.name(vsrc));
+            let (t, src) = (probe.name(id), probe.name(vsrc));
             return Err(self
                 .refuse(format!("view '{t}' of '{src}' cannot be placed: '{src}' has no memory (no data, no backend to allocate it on)")));
         }
-        let offs = self.probe.view_offs(id);
-        let s = &mut self.p.slots[i];
+        let offs = probe.view_offs(id);
+        let s = &mut self.slots[i];
         s.buffer = v.buffer;
         s.data = v.data + offs;
         let b = s.backend;
-        self.p.steps.push(Step::View { id, b, owner });
+        self.steps.push(Step::View { id, b, owner });
         Ok(())
     }
 
@@ -321,85 +314,85 @@ impl<P: PlaceProbe> Walk<'_, P> {
     /// for, as ggml-alloc reads them). Ok: whether the plan can be kept
     /// (sources asked for are not logged).
     #[inline(always)]
-    fn allocate(&mut self, id: u32, srcs: Option<&[u32]>) -> Result<bool, Unplaced> {
+    fn allocate<P: PlaceProbe>(&mut self, id: u32, srcs: Option<&[u32]>, arenas: &[ArenaSpec], probe: &mut P) -> Result<bool, Unplaced> {
         let i = id as usize;
-        let n = self.p.slots[i];
+        let n = self.slots[i];
         if n.vsrc.is_some() {
-            self.init_view(id, None)?;
+            self.init_view(id, None, probe)?;
             return Ok(true);
         }
         let Some(b) = n.backend else {
-            let t = self.probe.name(id);
+            let t = probe.name(id);
             return Err(self.refuse(format!("tensor '{t}' has no memory and no backend to allocate it on")));
         };
-        let arena = &self.arenas[b];
+        let arena = &arenas[b];
         let mut keep = true;
-        if can_inplace(self.p.in_place, n.op) {
+        if can_inplace(self.in_place, n.op) {
             let own;
             let srcs = match srcs {
                 Some(s) => s,
                 None => {
-                    own = self.probe.sources(id);
+                    own = probe.sources(id);
                     keep = false;
                     &own
                 }
             };
             for &q in srcs {
-                let ps = self.p.slots[q as usize];
+                let ps = self.slots[q as usize];
                 // only memory of this allocator's buffer is reused
                 if ps.buffer != arena.buffer || ps.data == 0 || ps.children != 1 || ps.views != 0 {
                     continue;
                 }
-                if !self.probe.same_layout(id, q) {
+                if !probe.same_layout(id, q) {
                     continue;
                 }
                 let Some(v) = ps.vsrc else {
-                    self.p.slots[q as usize].views += 1;
-                    self.init_view(id, Some(SlotId::new(q)))?;
+                    self.slots[q as usize].views += 1;
+                    self.init_view(id, Some(SlotId::new(q)), probe)?;
                     return Ok(keep);
                 };
-                let vs = self.p.slots[v.get() as usize];
+                let vs = self.slots[v.get() as usize];
                 if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
-                    self.p.slots[v.get() as usize].views += 1;
-                    self.init_view(id, Some(v))?;
+                    self.slots[v.get() as usize].views += 1;
+                    self.init_view(id, Some(v), probe)?;
                     return Ok(keep);
                 }
             }
         }
-        let bytes = self.probe.alloc_size(b, id);
+        let bytes = probe.alloc_size(b, id);
         let size = padded(bytes, arena.align);
-        let offset = self.p.models[b].alloc(size).ok_or(Unplaced::TooSmall(b))?;
-        let s = &mut self.p.slots[i];
+        let offset = self.models[b].alloc(size).ok_or(Unplaced::TooSmall(b))?;
+        let s = &mut self.slots[i];
         s.data = arena.base + offset;
         s.buffer = arena.buffer;
         s.bytes = bytes;
-        self.p.max[b] = self.p.max[b].max(offset + size);
-        self.p.steps.push(Step::Alloc { id, b, offset });
+        self.max[b] = self.max[b].max(offset + size);
+        self.steps.push(Step::Alloc { id, b, offset });
         Ok(keep)
     }
 
     /// `free_node`: give a tensor's memory back to its allocator, if it is
     /// the allocator's own.
     #[inline(always)]
-    fn free(&mut self, id: u32) -> Result<(), Unplaced> {
-        let n = self.p.slots[id as usize];
+    fn free<P: PlaceProbe>(&mut self, id: u32, arenas: &[ArenaSpec], probe: &mut P) -> Result<(), Unplaced> {
+        let n = self.slots[id as usize];
         let Some(b) = n.backend else { return Ok(()) };
-        let arena = &self.arenas[b];
+        let arena = &arenas[b];
         if n.buffer != arena.buffer {
             return Ok(());
         }
         // (ggml-alloc asks the buffer again; the tensor has not changed
         // since this plan allocated it, so neither has the answer)
-        let bytes = if n.bytes != 0 { n.bytes } else { self.probe.alloc_size(b, id) };
+        let bytes = if n.bytes != 0 { n.bytes } else { probe.alloc_size(b, id) };
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
-        if self.p.models[b].free(offset, size).is_none() {
+        if self.models[b].free(offset, size).is_none() {
             return Err(self.refuse(format!(
                 "the compute buffer of '{}' has too many free blocks (ggml-alloc's limit is 256)",
-                self.probe.backend_name(b)
+                probe.backend_name(b)
             )));
         }
-        self.p.steps.push(Step::Free { id, b });
+        self.steps.push(Step::Free { id, b });
         Ok(())
     }
 }

@@ -469,7 +469,9 @@ fn random_graphs_get_plans_that_keep_the_planners_promises() {
     const OPS: [&str; 6] = ["ADD", "MUL", "MUL_MAT", "GELU", "CONT", "SCALE"];
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut planned, mut refused) = (0, 0);
-    for case in 0..3000 {
+    // (Miri runs each case about a thousand times slower)
+    let cases = if cfg!(miri) { 150 } else { 3000 };
+    for case in 0..cases {
         let nb = 1 + rng.below(4);
         let mut s = Snap::new(nb);
         s.accepts_all = (0..nb).map(|_| rng.below(3) == 0).collect();
@@ -510,7 +512,7 @@ fn random_graphs_get_plans_that_keep_the_planners_promises() {
         assert_eq!((&p.asked_sizes, &p.asked_supports), (&again.asked_sizes, &again.asked_supports), "case {case}");
         check_promises(&s, &p, case);
     }
-    assert!(planned > 1000 && refused > 50, "the cases reach both outcomes: {planned} planned, {refused} refused");
+    assert!(planned > cases / 3 && refused > cases / 60, "the cases reach both outcomes: {planned} planned, {refused} refused");
 }
 
 fn check_promises(s: &Snap, p: &Planned, case: usize) {
