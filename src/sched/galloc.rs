@@ -23,8 +23,8 @@ use crate::prelude::*;
 use crate::ptrmap::PtrMap;
 use core::ffi::c_void;
 
-use super::ids::{BackendIdx, SlotId};
-use super::plan::place::{ArenaSpec, Id, Loaded, Order, PlaceProbe, Placement, Slot, Step, Unplaced};
+use super::ids::{BackendIdx, Slot, SlotId};
+use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
 use super::plan::Refusal;
 use super::record::{PlaceAnswers, PlaceRead, Record};
 use super::table::Table;
@@ -84,7 +84,7 @@ struct Kept {
     arenas: Vec<ArenaSpec>,
     data: Vec<usize>,
     buffer: Vec<u8>,
-    vsrc: Vec<Id>,
+    vsrc: Vec<Option<SlotId>>,
     op: Vec<u8>,
     /// Buffers' addresses.
     buffers: Vec<usize>,
@@ -187,7 +187,7 @@ impl Galloc {
         k.buffers.clear();
         // (the last buffer seen and its index: most tensors are in the same as the one before)
         let mut last: Option<(usize, u8)> = None;
-        for (l, _) in self.placement.tensors().iter().map(Slot::loaded).zip(table.keys()).filter(|(_, k)| !k.is_null()) {
+        for (l, _) in self.placement.tensors().iter().map(Tracked::loaded).zip(table.keys()).filter(|(_, k)| !k.is_null()) {
             let b = match last {
                 Some((buffer, b)) if buffer == l.buffer => b,
                 _ => {
@@ -207,7 +207,7 @@ impl Galloc {
             };
             k.data.push(l.data);
             k.buffer.push(b);
-            k.vsrc.push(l.vsrc);
+            k.vsrc.push(l.vsrc.map(SlotId::from));
             k.op.push(op);
         }
         // (held between computes: no spare capacity)
@@ -231,7 +231,7 @@ impl Galloc {
             return false;
         }
         let keys = table.keys();
-        let vsrc_ptr = |v: Id| v.map_or(core::ptr::null_mut(), |v| keys[v.get() as usize]);
+        let vsrc_ptr = |v: Option<SlotId>| v.map_or(core::ptr::null_mut(), |v| keys[v.slot()]);
         let loaded = k.data.iter().zip(&k.buffer).zip(&k.vsrc).zip(&k.op);
         let same = table.tensors().flatten().zip(loaded).all(|(t, (((&data, &b), &v), &op))| {
             let g = t.get();
@@ -258,7 +258,7 @@ impl Galloc {
                 Step::View { id, b, owner } => {
                     let t = self.tensor(table, id);
                     if let Some(owner) = owner {
-                        t.set_view_src(self.tensor(table, owner.get()));
+                        t.set_view_src(self.tensor(table, owner));
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
@@ -295,7 +295,7 @@ impl Galloc {
 
     /// Tensor `id`: a table slot, or an extra tensor past the table.
     #[inline(always)]
-    fn tensor(&self, table: &Table, id: u32) -> TensorRef {
+    fn tensor(&self, table: &Table, id: Slot) -> TensorRef {
         tensor_of(table, &self.extras, id)
     }
 
@@ -310,50 +310,55 @@ impl Galloc {
         let mut unheld = Vec::new();
         for (t, info) in table.tensors().zip(&table.info) {
             let Some(t) = t else {
-                slots.push(Slot::from(Loaded::none()));
+                slots.push(Tracked::from(Loaded::none()));
                 continue;
             };
             let g = t.get();
             let vsrc = if g.view_src.is_null() {
                 None
-            } else if let Some(v) = info.vsrc.filter(|&v| keys[v.get() as usize] == g.view_src) {
+            } else if let Some(v) = info.view_src().filter(|&v| keys[v] == g.view_src) {
                 Some(v) // as registered (ggml-alloc may have changed it since)
             } else {
-                let v = table.find(g.view_src).map(SlotId::new);
+                let v = table.find(g.view_src);
                 if v.is_none() {
                     unheld.push(slots.len());
                 }
                 v
             };
-            slots.push(Slot::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, vsrc, backend: info.assign, op: g.op }));
+            slots.push(Tracked::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, vsrc, backend: info.assign, op: g.op }));
         }
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
         for i in unheld {
-            let v = self.tensor(table, i as u32).view_src().expect("a view (its view_src is not NULL)");
-            let v = SlotId::new(self.id_of(table, v));
+            let v = self.tensor(table, Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
+            let v = self.id_of(table, v);
             self.placement.tensors()[i].set_vsrc(v);
         }
     }
 
     /// The id of a tensor: its table slot, or an extra id (no backend) if
     /// the table does not hold it.
-    fn id_of(&mut self, table: &Table, t: TensorRef) -> u32 {
+    fn id_of(&mut self, table: &Table, t: TensorRef) -> Slot {
         let p = t.as_ptr();
         if let Some(slot) = table.find(p) {
             return slot;
         }
         if let Some(id) = self.extra.get(p as usize as u64) {
-            return id;
+            return Slot::new(id);
         }
-        let id = (table.size() + self.extras.len()) as u32;
-        self.extra.insert(p as usize as u64, id);
+        let id = Slot::at(table.size() + self.extras.len());
+        self.extra.insert(p as usize as u64, id.get());
         self.extras.push(p);
         let g = t.get();
-        self.placement.tensors().push(Slot::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, op: g.op, ..Loaded::none() }));
+        self.placement.tensors().push(Tracked::from(Loaded {
+            data: g.data as usize,
+            buffer: g.buffer as usize,
+            op: g.op,
+            ..Loaded::none()
+        }));
         if let Some(view_src) = t.view_src() {
-            let v = SlotId::new(self.id_of(table, view_src));
-            self.placement.tensors()[id as usize].set_vsrc(v);
+            let v = self.id_of(table, view_src);
+            self.placement.tensors()[id].set_vsrc(v);
         }
         id
     }
@@ -361,8 +366,8 @@ impl Galloc {
 
 /// Tensor `id`: a table slot, or an extra tensor past the table.
 #[inline(always)]
-fn tensor_of(table: &Table, extras: &[*mut wsp_ggml_tensor], id: u32) -> TensorRef {
-    let id = id as usize;
+fn tensor_of(table: &Table, extras: &[*mut wsp_ggml_tensor], id: Slot) -> TensorRef {
+    let id = id.index();
     let p = match table.keys().get(id) {
         Some(&k) => k,
         None => extras[id - table.size()],
@@ -382,7 +387,7 @@ struct CPlaceProbe<'a> {
 }
 
 impl CPlaceProbe<'_> {
-    fn tensor(&self, id: u32) -> TensorRef {
+    fn tensor(&self, id: Slot) -> TensorRef {
         tensor_of(self.table, self.extras, id)
     }
 
@@ -396,48 +401,48 @@ impl CPlaceProbe<'_> {
 
 impl PlaceAnswers for CPlaceProbe<'_> {
     #[inline(always)]
-    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize {
+    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         self.buffers[b.get()].alloc_size(self.tensor(id))
     }
 
     #[inline(always)]
-    fn same_layout(&mut self, a: u32, b: u32) -> bool {
+    fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
         self.tensor(a).same_layout(self.tensor(b))
     }
 
     #[inline(always)]
-    fn view_offs(&mut self, id: u32) -> usize {
+    fn view_offs(&mut self, id: Slot) -> usize {
         self.tensor(id).get().view_offs
     }
 }
 
 impl PlaceProbe for CPlaceProbe<'_> {
     #[inline(always)]
-    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize {
+    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         let bytes = PlaceAnswers::alloc_size(self, b, id);
         self.note(PlaceRead::Size { id, b, bytes });
         bytes
     }
 
     #[inline(always)]
-    fn same_layout(&mut self, a: u32, b: u32) -> bool {
+    fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
         let yes = PlaceAnswers::same_layout(self, a, b);
         self.note(PlaceRead::Layout { id: a, other: b, yes });
         yes
     }
 
     #[inline(always)]
-    fn view_offs(&mut self, id: u32) -> usize {
+    fn view_offs(&mut self, id: Slot) -> usize {
         let offs = PlaceAnswers::view_offs(self, id);
         self.note(PlaceRead::Offs { id, offs });
         offs
     }
 
-    fn sources(&mut self, id: u32) -> Vec<u32> {
+    fn sources(&mut self, id: Slot) -> Vec<Slot> {
         self.tensor(id).srcs().filter_map(|(_, s)| self.table.find(s.as_ptr())).collect()
     }
 
-    fn name(&self, id: u32) -> String {
+    fn name(&self, id: Slot) -> String {
         self.tensor(id).name_lossy()
     }
 

@@ -1,5 +1,5 @@
 //! Typed indices of the scheduler's tables: a backend by its priority
-//! index, and where a tensor's memory is. No table stores a bare sentinel:
+//! index, a tensor by its table slot, and where a tensor's memory is. No table stores a bare sentinel:
 //! "no backend" is `None`, and the packed forms keep `Option` and [`Loc`]
 //! as small as the integers they replace (the table holds one per tensor).
 
@@ -62,27 +62,158 @@ impl<T> IndexMut<BackendIdx> for alloc::vec::Vec<T> {
     }
 }
 
-/// A tensor's slot in the scheduler's table, where it is optional (a view
-/// source, a copy not made yet). Stored plus one, so that `Option<SlotId>`
-/// takes four bytes like the `u32` slots it stands for.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(super) struct SlotId(core::num::NonZeroU32);
+/// A tensor's slot in the scheduler's table: its id in the passes, the
+/// placement and the log (past the table's size: the placement's extra
+/// tensors). Where it is optional and stored per tensor (a view source, a
+/// copy not made yet), it is kept as an `Option<`[`SlotId`]`>`, as small as
+/// the slot itself (no sentinel).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(super) struct Slot(u32);
 
-impl SlotId {
-    /// Slot `slot` (below `u32::MAX`: the table is smaller).
+impl Slot {
     #[inline]
-    pub fn new(slot: u32) -> SlotId {
-        match core::num::NonZeroU32::new(slot.wrapping_add(1)) {
-            Some(n) => SlotId(n),
-            None => unreachable!("a table slot is below u32::MAX"),
-        }
+    pub const fn new(slot: u32) -> Slot {
+        Slot(slot)
+    }
+
+    /// Slot `i` of a table (`i` below `u32::MAX`: the table is smaller).
+    #[inline]
+    pub fn at(i: usize) -> Slot {
+        Slot(i as u32)
     }
 
     #[inline]
     pub fn get(self) -> u32 {
-        self.0.get() - 1
+        self.0
+    }
+
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// As a key of a `PtrMap`.
+    #[inline]
+    pub fn key(self) -> u64 {
+        u64::from(self.0)
     }
 }
+
+/// A [`Slot`] stored plus one, so that `Option<SlotId>` takes four bytes
+/// like the slot (the tables hold one per tensor).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) struct SlotId(core::num::NonZeroU32);
+
+impl SlotId {
+    #[inline]
+    pub fn slot(self) -> Slot {
+        Slot(self.0.get() - 1)
+    }
+}
+
+impl From<Slot> for SlotId {
+    #[inline]
+    fn from(s: Slot) -> SlotId {
+        match core::num::NonZeroU32::new(s.0.wrapping_add(1)) {
+            Some(n) => SlotId(n),
+            None => unreachable!("a table slot is below u32::MAX"),
+        }
+    }
+}
+
+impl core::fmt::Display for Slot {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl<T> Index<Slot> for [T] {
+    type Output = T;
+    #[inline]
+    fn index(&self, s: Slot) -> &T {
+        &self[s.index()]
+    }
+}
+
+impl<T> IndexMut<Slot> for [T] {
+    #[inline]
+    fn index_mut(&mut self, s: Slot) -> &mut T {
+        &mut self[s.index()]
+    }
+}
+
+impl<T> Index<Slot> for alloc::vec::Vec<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, s: Slot) -> &T {
+        &self[s.index()]
+    }
+}
+
+impl<T> IndexMut<Slot> for alloc::vec::Vec<T> {
+    #[inline]
+    fn index_mut(&mut self, s: Slot) -> &mut T {
+        &mut self[s.index()]
+    }
+}
+
+/// An input copy, by its index in the plan (`SplitPlan::copy_of`, and the
+/// scheduler's copy tensors).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct CopyIdx(u32);
+
+/// A split, by its index in the plan (`SplitPlan::splits`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct SplitIdx(u32);
+
+macro_rules! dense_index {
+    ($t:ident) => {
+        impl $t {
+            /// Entry `i` (`i` below `u32::MAX`: the plan is smaller).
+            #[inline]
+            pub fn at(i: usize) -> $t {
+                $t(i as u32)
+            }
+
+            #[inline]
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl<T> Index<$t> for [T] {
+            type Output = T;
+            #[inline]
+            fn index(&self, i: $t) -> &T {
+                &self[i.index()]
+            }
+        }
+
+        impl<T> IndexMut<$t> for [T] {
+            #[inline]
+            fn index_mut(&mut self, i: $t) -> &mut T {
+                &mut self[i.index()]
+            }
+        }
+
+        impl<T> Index<$t> for alloc::vec::Vec<T> {
+            type Output = T;
+            #[inline]
+            fn index(&self, i: $t) -> &T {
+                &self[i.index()]
+            }
+        }
+
+        impl<T> IndexMut<$t> for alloc::vec::Vec<T> {
+            #[inline]
+            fn index_mut(&mut self, i: $t) -> &mut T {
+                &mut self[i.index()]
+            }
+        }
+    };
+}
+dense_index!(CopyIdx);
+dense_index!(SplitIdx);
 
 /// Where a tensor's memory is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -181,7 +312,8 @@ mod tests {
         assert!(BackendIdx::new(0) < BackendIdx::new(1), "priority order");
         assert_eq!(BackendIdx::new(7).get(), 7);
         assert_eq!(core::mem::size_of::<Option<SlotId>>(), 4);
-        assert_eq!(SlotId::new(0).get(), 0);
-        assert_eq!(SlotId::new(u32::MAX - 1).get(), u32::MAX - 1);
+        for s in [0, 7, u32::MAX - 1] {
+            assert_eq!(SlotId::from(Slot::new(s)).slot(), Slot::new(s));
+        }
     }
 }

@@ -206,7 +206,7 @@ impl Sched {
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
         let slot = self.st.table.find(node.as_ptr())?;
-        self.st.table.info[slot as usize].assign.map(|a| self.backends[a].backend)
+        self.st.table.info[slot].assign.map(|a| self.backends[a].backend)
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
@@ -288,7 +288,7 @@ impl Sched {
     fn copy_input(&self, i: usize, backend: BackendRef, func: &str) -> usize {
         let (input_slot, copy) = self.st.plan.inputs[i];
         let input = self.st.table.tensor(input_slot);
-        let copy = self.st.copies.get(copy as usize);
+        let copy = self.st.copies.get(copy.index());
         if input.buffer().is_null() {
             if let Some(view_src) = input.view_src() {
                 // A view not initialised yet (as the original does it).
@@ -448,7 +448,7 @@ impl Sched {
             }
             let show = |t: TensorRef| match st.table.find(t.as_ptr()) {
                 Some(s) => {
-                    let info = st.table.info[s as usize];
+                    let info = st.table.info[s];
                     format!("{} [{} {:?}]", t.name_lossy(), name(info.assign), info.rule)
                 }
                 None => format!("{} [NULL]", t.name_lossy()),

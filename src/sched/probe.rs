@@ -11,7 +11,7 @@
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Loc, SlotId};
+use super::ids::{BackendIdx, Loc, Slot, SlotId};
 use super::plan::{NodeInfo, Probe, SlotInfo};
 use super::record::{Answers, Record};
 use super::state::State;
@@ -37,31 +37,31 @@ impl<'a> CProbe<'a> {
         CProbe { keys, backends, record }
     }
 
-    fn tensor(&self, slot: u32) -> TensorRef {
+    fn tensor(&self, slot: Slot) -> TensorRef {
         // SAFETY: a registered slot's key is a live tensor (`new`'s contract).
-        unsafe { TensorRef::new(self.keys[slot as usize]) }.expect("a registered slot")
+        unsafe { TensorRef::new(self.keys[slot]) }.expect("a registered slot")
     }
 }
 
 impl Probe for CProbe<'_> {
-    fn nbytes(&mut self, slot: u32) -> usize {
+    fn nbytes(&mut self, slot: Slot) -> usize {
         let bytes = self.tensor(slot).nbytes();
         self.record.nbytes(slot, bytes);
         bytes
     }
 
     #[inline]
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool {
         let yes = self.backends[b].supports_op(self.tensor(slot));
         self.record.supports(b, slot, yes);
         yes
     }
 
-    fn name(&self, slot: u32) -> String {
+    fn name(&self, slot: Slot) -> String {
         self.tensor(slot).name_lossy()
     }
 
-    fn op_name(&self, slot: u32) -> String {
+    fn op_name(&self, slot: Slot) -> String {
         ggml::op_name(self.tensor(slot).op())
     }
 
@@ -69,7 +69,7 @@ impl Probe for CProbe<'_> {
         self.backends[b].name_lossy()
     }
 
-    fn memory_backend_name(&self, slot: u32) -> String {
+    fn memory_backend_name(&self, slot: Slot) -> String {
         crate::handle::tensor_backend(self.tensor(slot)).map_or_else(|| "?".into(), BackendRef::name_lossy)
     }
 }
@@ -81,11 +81,11 @@ pub(super) struct Again<'a> {
 }
 
 impl Answers for Again<'_> {
-    fn nbytes(&mut self, slot: u32) -> usize {
+    fn nbytes(&mut self, slot: Slot) -> usize {
         self.table.tensor(slot).nbytes()
     }
 
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool {
         self.backends[b].supports_op(self.table.tensor(slot))
     }
 }
@@ -114,10 +114,10 @@ impl Registrar<'_> {
             let leaf = leaf.unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
             let slot = self.register_listed(leaf)?;
             let vsrc = match leaf.view_src() {
-                Some(v) => Some(SlotId::new(self.register(v, false)?)),
+                Some(v) => Some(self.register(v, false)?),
                 None => None,
             };
-            self.st.graph.leafs.push((slot, vsrc));
+            self.st.graph.leafs.push((slot, vsrc.map(SlotId::from)));
         }
         for (i, node) in graph.node_entries().enumerate() {
             let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
@@ -127,10 +127,10 @@ impl Registrar<'_> {
                 self.st.graph.srcs.push(s);
             }
             let vsrc = match node.view_src() {
-                Some(v) => Some(SlotId::new(self.register(v, false)?)),
+                Some(v) => Some(self.register(v, false)?),
                 None => None,
             };
-            self.st.graph.nodes.push(NodeInfo { slot, vsrc, srcs_end: self.st.graph.srcs.len() as u32 });
+            self.st.graph.nodes.push(NodeInfo { slot, vsrc: vsrc.map(SlotId::from), srcs_end: self.st.graph.srcs.len() as u32 });
         }
         // (memory held: only a capacity far above the need is given back,
         // not one that the next graph refills)
@@ -145,7 +145,7 @@ impl Registrar<'_> {
     /// sight. `listed`: `t` is a leaf or node of the graph (the others are
     /// remembered, for reuse.rs to check their locations).
     #[inline(always)]
-    fn register(&mut self, t: TensorRef, listed: bool) -> Result<u32, Full> {
+    fn register(&mut self, t: TensorRef, listed: bool) -> Result<Slot, Full> {
         let (slot, new) = self.st.table.insert(t)?;
         if new {
             self.register_new(slot, t, listed)?;
@@ -156,7 +156,7 @@ impl Registrar<'_> {
     /// [`Registrar::register`] for a graph leaf or node: nearly always its
     /// first sight, so all of it inline.
     #[inline(always)]
-    fn register_listed(&mut self, t: TensorRef) -> Result<u32, Full> {
+    fn register_listed(&mut self, t: TensorRef) -> Result<Slot, Full> {
         let (slot, new) = self.st.table.insert(t)?;
         if new {
             self.describe(slot, t, true);
@@ -171,17 +171,17 @@ impl Registrar<'_> {
     /// The first sight of `t` (most look-ups find a source already seen as
     /// a node, so this stays out of line).
     #[inline(never)]
-    fn register_new(&mut self, slot: u32, t: TensorRef, listed: bool) -> Result<(), Full> {
+    fn register_new(&mut self, slot: Slot, t: TensorRef, listed: bool) -> Result<(), Full> {
         self.describe(slot, t, listed);
         self.register_view_chain(slot, t)
     }
 
     /// Register the tensors whose memory `t` (in `slot`) views.
-    fn register_view_chain(&mut self, slot: u32, t: TensorRef) -> Result<(), Full> {
+    fn register_view_chain(&mut self, slot: Slot, t: TensorRef) -> Result<(), Full> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
             let (s, new) = self.st.table.insert(v)?;
-            self.st.table.info[at as usize].vsrc = Some(SlotId::new(s));
+            self.st.table.info[at].vsrc = Some(s.into());
             if !new {
                 break;
             }
@@ -192,13 +192,13 @@ impl Registrar<'_> {
     }
 
     #[inline(always)]
-    fn describe(&mut self, slot: u32, t: TensorRef, listed: bool) {
+    fn describe(&mut self, slot: Slot, t: TensorRef, listed: bool) {
         // (the view source's slot is set when it is registered)
         let seen = Seen::read(t, |t| locate(self.backends, t));
-        self.st.table.info[slot as usize] = SlotInfo::registered(seen.loc, seen.flags);
+        self.st.table.info[slot] = SlotInfo::registered(seen.loc, seen.flags);
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.as_ptr() as usize as u64) {
-                self.st.user_slots.insert(u64::from(slot), b);
+                self.st.user_slots.insert(slot.key(), b);
             }
         }
         if !listed {

@@ -12,7 +12,7 @@
 
 use crate::prelude::*;
 
-use super::ids::BackendIdx;
+use super::ids::{BackendIdx, Slot};
 
 /// A `supports_op` question a plan asked and its answer, in eight bytes
 /// (a plan asks one or more per node): the tensor's slot, the backend and
@@ -21,12 +21,12 @@ use super::ids::BackendIdx;
 struct Supports(u64);
 
 impl Supports {
-    fn new(backend: BackendIdx, slot: u32, yes: bool) -> Supports {
-        Supports(u64::from(slot) | (backend.get() as u64) << 32 | u64::from(yes) << 48)
+    fn new(backend: BackendIdx, slot: Slot, yes: bool) -> Supports {
+        Supports(slot.key() | (backend.get() as u64) << 32 | u64::from(yes) << 48)
     }
 
-    fn parts(self) -> (BackendIdx, u32, bool) {
-        (BackendIdx::new((self.0 >> 32 & 0xffff) as usize), self.0 as u32, self.0 >> 48 != 0)
+    fn parts(self) -> (BackendIdx, Slot, bool) {
+        (BackendIdx::new((self.0 >> 32 & 0xffff) as usize), Slot::new(self.0 as u32), self.0 >> 48 != 0)
     }
 }
 
@@ -37,11 +37,11 @@ pub struct Record {
     pub valid: bool,
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node): checked on their own.
-    pub unlisted: Vec<u32>,
+    pub unlisted: Vec<Slot>,
     /// Every `supports_op` question, as asked.
     supports: Vec<Supports>,
     /// (slot, bytes) of every size compared, as asked.
-    sizes: Vec<(u32, usize)>,
+    sizes: Vec<(Slot, usize)>,
     /// The placement's questions (its chapter: empty unless its plan is kept).
     placement: Vec<PlaceRead>,
 }
@@ -51,24 +51,24 @@ pub struct Record {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PlaceRead {
     /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
-    Size { id: u32, b: BackendIdx, bytes: usize },
+    Size { id: Slot, b: BackendIdx, bytes: usize },
     /// Whether tensors `id` and `other` have the same type, shape and strides.
-    Layout { id: u32, other: u32, yes: bool },
+    Layout { id: Slot, other: Slot, yes: bool },
     /// Tensor `id`'s `view_offs`.
-    Offs { id: u32, offs: usize },
+    Offs { id: Slot, offs: usize },
 }
 
 /// Who answers the placement's logged questions again (galloc.rs: C, now).
 pub trait PlaceAnswers {
-    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize;
-    fn same_layout(&mut self, a: u32, b: u32) -> bool;
-    fn view_offs(&mut self, id: u32) -> usize;
+    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
+    fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
+    fn view_offs(&mut self, id: Slot) -> usize;
 }
 
 /// Who answers the logged questions again (probe.rs: C, now).
 pub trait Answers {
-    fn nbytes(&mut self, slot: u32) -> usize;
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool;
+    fn nbytes(&mut self, slot: Slot) -> usize;
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool;
 }
 
 impl Record {
@@ -116,13 +116,13 @@ impl Record {
 
     /// Tensor `slot` was `bytes` large.
     #[inline]
-    pub fn nbytes(&mut self, slot: u32, bytes: usize) {
+    pub fn nbytes(&mut self, slot: Slot, bytes: usize) {
         self.sizes.push((slot, bytes));
     }
 
     /// Backend `b` answered `yes` for tensor `slot`.
     #[inline]
-    pub fn supports(&mut self, b: BackendIdx, slot: u32, yes: bool) {
+    pub fn supports(&mut self, b: BackendIdx, slot: Slot, yes: bool) {
         self.supports.push(Supports::new(b, slot, yes));
     }
 

@@ -27,7 +27,7 @@
 //! are then. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
-use super::ids::Loc;
+use super::ids::{Loc, Slot};
 use super::probe::{locate, Again};
 use super::state::State;
 use super::table::Seen;
@@ -67,10 +67,10 @@ impl State {
             return false;
         }
         let (keys, table) = (st.table.keys(), &st.table);
-        let key = |slot: u32| keys[slot as usize];
+        let key = |slot: Slot| keys[slot];
         let mut locator = Locator { backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
         // what registration read of tensor `slot`, read again from `t`
-        let mut same = |t: TensorRef, slot: u32| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
+        let mut same = |t: TensorRef, slot: Slot| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
                 Some(t) if t.as_ptr() == key(slot) && same(t, slot) => {}

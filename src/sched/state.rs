@@ -7,7 +7,7 @@ use crate::prelude::*;
 use core::ffi::CStr;
 
 use super::galloc;
-use super::ids::{self, Rule, SlotId};
+use super::ids::{self, Rule, Slot};
 use super::plan::place::Order;
 use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
@@ -29,12 +29,12 @@ pub(super) struct Redirections {
 impl Redirections {
     /// Point the graph's sources at their input copies as `patches` says
     /// (slots resolved through `table`, sources' slots in `srcs`).
-    pub(super) fn apply(&mut self, patches: &[Patch], table: &table::Table, srcs: &[u32], copies: &CopyTensors) {
+    pub(super) fn apply(&mut self, patches: &[Patch], table: &table::Table, srcs: &[Slot], copies: &CopyTensors) {
         debug_assert!(self.applied.is_empty(), "applied once");
         self.applied.reserve_exact(patches.len());
         for p in patches {
             let (node, original) = (table.tensor(p.node), table.tensor(srcs[p.k as usize]));
-            node.set_src(p.j, copies.get(p.copy as usize));
+            node.set_src(p.j, copies.get(p.copy.index()));
             self.applied.push((node, p.j, original));
         }
     }
@@ -221,13 +221,13 @@ impl State {
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.graph.srcs);
         for p in &self.plan.patches {
-            order.srcs[p.k as usize] = self.plan.copy_of[p.copy as usize].made();
+            order.srcs[p.k as usize] = self.plan.copy_of[p.copy].made();
         }
         for split in &self.plan.splits {
             for &(slot, copy) in &self.plan.inputs[split.inputs.clone()] {
                 let start = order.srcs.len() as u32;
                 order.srcs.extend(copy_sources(self.table.tensor(slot)).filter_map(|s| self.table.find(s.as_ptr())));
-                order.entries.push((self.plan.copy_of[copy as usize].made(), start, order.srcs.len() as u32));
+                order.entries.push((self.plan.copy_of[copy].made(), start, order.srcs.len() as u32));
             }
             let mut s = if split.i_start == 0 { 0 } else { self.graph.nodes[split.i_start - 1].srcs_end };
             order.entries.extend(self.graph.nodes[split.i_start..split.i_end].iter().map(|n| {
@@ -249,8 +249,8 @@ impl State {
             refresh_copy(backends, self, c);
             let (cslot, _) = self.table.insert(self.copies.get(c))?;
             let of = &mut self.plan.copy_of[c];
-            of.slot = Some(SlotId::new(cslot));
-            let info = &mut self.table.info[cslot as usize];
+            of.slot = Some(cslot.into());
+            let info = &mut self.table.info[cslot];
             info.assign = Some(of.backend);
             info.rule = Rule::InputCopy;
         }

@@ -9,7 +9,7 @@
 
 use crate::prelude::*;
 
-use super::ids::Loc;
+use super::ids::{Loc, Slot};
 use super::plan::SlotInfo;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
@@ -199,21 +199,21 @@ impl Table {
 
     /// The slot of `t`, if registered.
     #[inline]
-    pub fn find(&self, t: *mut wsp_ggml_tensor) -> Option<u32> {
+    pub fn find(&self, t: *mut wsp_ggml_tensor) -> Option<Slot> {
         if self.keys.is_empty() {
             return None;
         }
         let (i, _) = self.probe(t);
-        (!self.keys[i].is_null()).then_some(i as u32)
+        (!self.keys[i].is_null()).then_some(Slot::at(i))
     }
 
     /// The slot of `t`, registering it if new (`true`).
     #[inline]
-    pub fn insert(&mut self, t: TensorRef) -> Result<(u32, bool), Full> {
+    pub fn insert(&mut self, t: TensorRef) -> Result<(Slot, bool), Full> {
         let key = t.as_ptr();
         let (i, steps) = self.probe(key);
         if !self.keys[i].is_null() {
-            return Ok((i as u32, false));
+            return Ok((Slot::at(i), false));
         }
         if self.len >= self.limit {
             return Err(Full);
@@ -221,21 +221,21 @@ impl Table {
         self.keys[i] = key;
         self.len += 1;
         self.steps += steps;
-        Ok((i as u32, true))
+        Ok((Slot::at(i), true))
     }
 
     /// What registration read of the tensor in `slot`.
     #[inline]
-    pub fn seen(&self, slot: u32) -> Seen {
-        let i = &self.info[slot as usize];
-        let view_src = i.vsrc.map_or(core::ptr::null_mut(), |v| self.keys[v.get() as usize]);
+    pub fn seen(&self, slot: Slot) -> Seen {
+        let i = &self.info[slot];
+        let view_src = i.view_src().map_or(core::ptr::null_mut(), |v| self.keys[v]);
         Seen { view_src, flags: i.flags, loc: i.loc() }
     }
 
     /// The tensor in a registered slot.
     #[inline]
-    pub fn tensor(&self, slot: u32) -> TensorRef {
-        Self::entry(self.keys[slot as usize]).expect("slot is registered")
+    pub fn tensor(&self, slot: Slot) -> TensorRef {
+        Self::entry(self.keys[slot]).expect("slot is registered")
     }
 
     /// The tensor of every slot, in slot order (`None`: a free slot).

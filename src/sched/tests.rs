@@ -227,7 +227,7 @@ const NO_BACKEND: u16 = u16::MAX;
 
 fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
     let slot = st.table.find(t).expect("registered");
-    let info = st.table.info[slot as usize];
+    let info = st.table.info[slot];
     (info.assign.map_or(NO_BACKEND, |b| b.get() as u16), info.rule)
 }
 

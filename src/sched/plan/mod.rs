@@ -11,7 +11,7 @@
 use crate::prelude::*;
 
 use crate::ptrmap::PtrMap;
-use crate::sched::ids::{BackendIdx, Loc, Rule, SlotId};
+use crate::sched::ids::{BackendIdx, CopyIdx, Loc, Rule, Slot, SlotId, SplitIdx};
 
 pub(in crate::sched) mod place;
 pub(in crate::sched) mod snapshot;
@@ -28,17 +28,17 @@ pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, Refusal
 /// messages and decide nothing.
 pub(in crate::sched) trait Probe {
     /// The size of tensor `slot` in bytes (`wsp_ggml_nbytes`).
-    fn nbytes(&mut self, slot: u32) -> usize;
+    fn nbytes(&mut self, slot: Slot) -> usize;
     /// Whether backend `b`'s `supports_op` accepts tensor `slot`.
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool;
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool;
     /// Tensor `slot`'s name.
-    fn name(&self, slot: u32) -> String;
+    fn name(&self, slot: Slot) -> String;
     /// Tensor `slot`'s op name.
-    fn op_name(&self, slot: u32) -> String;
+    fn op_name(&self, slot: Slot) -> String;
     /// Backend `b`'s name.
     fn backend_name(&self, b: BackendIdx) -> String;
     /// The name of the backend whose buffer holds tensor `slot` ("?" if none).
-    fn memory_backend_name(&self, slot: u32) -> String;
+    fn memory_backend_name(&self, slot: Slot) -> String;
 }
 
 /// What a split is planned with besides the snapshot.
@@ -58,7 +58,7 @@ pub(in crate::sched) struct Settings<'a> {
 #[derive(Clone, Copy)]
 struct Best {
     prio: BackendIdx,
-    slot: u32,
+    slot: Slot,
     j: u8,
     size: Option<usize>,
 }
@@ -70,14 +70,14 @@ struct Best {
 #[derive(Default)]
 struct Chains {
     built: bool,
-    members: Vec<(u32, u32)>,
+    members: Vec<(Slot, Slot)>,
 }
 
 impl Chains {
     fn build<P: Probe>(&mut self, p: &Planner<'_, P>) {
         self.built = true;
         for n in &p.graph.nodes {
-            if let Some(vs) = n.vsrc.filter(|_| !p.view_op(n.slot)) {
+            if let Some(vs) = n.view_src().filter(|_| !p.view_op(n.slot)) {
                 self.members.push((p.memory_root(vs), n.slot));
             }
         }
@@ -87,7 +87,7 @@ impl Chains {
     }
 
     /// The nodes that work in the memory of `root`, in graph order.
-    fn of(&self, root: u32) -> Vec<u32> {
+    fn of(&self, root: Slot) -> Vec<Slot> {
         let start = self.members.partition_point(|&(r, _)| r < root);
         self.members[start..].iter().take_while(|&&(r, _)| r == root).map(|&(_, m)| m).collect()
     }
@@ -143,37 +143,37 @@ pub(in crate::sched) fn plan_split<P: Probe>(
 impl<P: Probe> Planner<'_, P> {
     /// The facts of tensor `slot` read when it was registered.
     #[inline]
-    fn info(&self, slot: u32) -> SlotInfo {
-        self.slots[slot as usize]
+    fn info(&self, slot: Slot) -> SlotInfo {
+        self.slots[slot]
     }
 
     /// Whether some registered tensor works in tensor `slot`'s memory (a
     /// view of it: the placement needs that memory to initialise the view).
-    fn viewed(&self, slot: u32) -> bool {
-        self.slots.iter().any(|i| i.vsrc == Some(SlotId::new(slot)))
+    fn viewed(&self, slot: Slot) -> bool {
+        self.slots.iter().any(|i| i.view_src() == Some(slot))
     }
 
     /// Whether tensor `slot`'s op is a view op.
     #[inline]
-    fn view_op(&self, slot: u32) -> bool {
+    fn view_op(&self, slot: Slot) -> bool {
         self.info(slot).has(SlotInfo::VIEW_OP)
     }
 
     #[inline]
-    fn set(&mut self, slot: u32, backend: BackendIdx, rule: Rule) {
-        let info = &mut self.slots[slot as usize];
+    fn set(&mut self, slot: Slot, backend: BackendIdx, rule: Rule) {
+        let info = &mut self.slots[slot];
         info.assign = Some(backend);
         info.rule = rule;
     }
 
     #[inline]
-    fn assign(&self, slot: u32) -> Option<BackendIdx> {
-        self.slots[slot as usize].assign
+    fn assign(&self, slot: Slot) -> Option<BackendIdx> {
+        self.slots[slot].assign
     }
 
     #[inline]
-    fn loc(&self, slot: u32) -> Loc {
-        self.slots[slot as usize].loc()
+    fn loc(&self, slot: Slot) -> Loc {
+        self.slots[slot].loc()
     }
 
     /// The `set_node_backend` assignment of tensor `slot`, where it can be
@@ -183,7 +183,7 @@ impl<P: Probe> Planner<'_, P> {
     /// `supports_op` rejects it. The original ignored every assignment, so
     /// ignoring one is its behaviour (said under WSP_GGML_SCHED_DEBUG).
     #[inline]
-    fn user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
+    fn user_assignment(&mut self, slot: Slot, vsrc: Option<Slot>, is_node: bool) -> Option<BackendIdx> {
         if self.user.is_empty() {
             return None;
         }
@@ -191,8 +191,8 @@ impl<P: Probe> Planner<'_, P> {
     }
 
     #[cold]
-    fn applicable_user_assignment(&mut self, slot: u32, vsrc: Option<SlotId>, is_node: bool) -> Option<BackendIdx> {
-        let b = BackendIdx::new(self.user.get(u64::from(slot))? as usize);
+    fn applicable_user_assignment(&mut self, slot: Slot, vsrc: Option<Slot>, is_node: bool) -> Option<BackendIdx> {
+        let b = BackendIdx::new(self.user.get(slot.key())? as usize);
         let why = if self.loc(slot).in_buffer() || (is_node && self.info(slot).has(SlotInfo::HAS_DATA)) {
             "it already has memory"
         } else if vsrc.is_some() {
@@ -210,27 +210,27 @@ impl<P: Probe> Planner<'_, P> {
     }
 
     /// Size of tensor `slot`, asked through the probe (recorded).
-    fn nbytes(&mut self, slot: u32) -> usize {
+    fn nbytes(&mut self, slot: Slot) -> usize {
         self.probe.nbytes(slot)
     }
 
     /// Whether backend `b` supports tensor `slot`'s op, asked through the
     /// probe (recorded): every `supports_op` question of the passes.
     #[inline]
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool {
         self.settings.accepts_all[b] || self.probe.supports(b, slot)
     }
 
     /// The next backend after `a` in priority order (wrapping around) that
     /// supports tensor `slot`.
-    fn next_supporting(&mut self, a: BackendIdx, slot: u32) -> Option<BackendIdx> {
+    fn next_supporting(&mut self, a: BackendIdx, slot: Slot) -> Option<BackendIdx> {
         let n = self.settings.accepts_all.len();
         (1..n).map(|d| BackendIdx::new((a.get() + d) % n)).find(|&b| self.supports(b, slot))
     }
 
     /// Fold candidate (`prio`, `slot`) into `best` by the original's rule.
     #[inline]
-    fn consider(&mut self, best: &mut Option<Best>, prio: BackendIdx, slot: u32, j: usize) {
+    fn consider(&mut self, best: &mut Option<Best>, prio: BackendIdx, slot: Slot, j: usize) {
         match *best {
             None => *best = Some(Best { prio, slot, j: j as u8, size: None }),
             Some(b) if prio < b.prio => {
@@ -248,7 +248,7 @@ impl<P: Probe> Planner<'_, P> {
     /// The backend of location `loc` (in a buffer) of tensor `slot`,
     /// refused if it is a backend the scheduler does not have (the original
     /// indexed out of bounds).
-    fn known(&self, loc: Loc, slot: u32) -> Result<BackendIdx, Refusal> {
+    fn known(&self, loc: Loc, slot: Slot) -> Result<BackendIdx, Refusal> {
         if let Loc::At(b) = loc {
             return Ok(b);
         }
@@ -287,6 +287,7 @@ impl<P: Probe> Planner<'_, P> {
     fn pass1_from_locations(&mut self) -> Result<(), Refusal> {
         for k in 0..self.graph.leafs.len() {
             let (slot, vsrc) = self.graph.leafs[k];
+            let vsrc = vsrc.map(SlotId::slot);
             if let Some(b) = self.user_assignment(slot, vsrc, false) {
                 self.set(slot, b, Rule::User);
                 continue;
@@ -296,7 +297,7 @@ impl<P: Probe> Planner<'_, P> {
             }
             let mut loc = self.loc(slot);
             if let (Loc::Nowhere, Some(v)) = (loc, vsrc) {
-                loc = self.loc(v.get());
+                loc = self.loc(v);
             }
             if loc.in_buffer() {
                 let b = self.known(loc, slot)?;
@@ -304,7 +305,7 @@ impl<P: Probe> Planner<'_, P> {
             }
         }
         for i in 0..self.graph.nodes.len() {
-            let NodeInfo { slot, vsrc: vs, .. } = self.graph.nodes[i];
+            let (slot, vs) = (self.graph.nodes[i].slot, self.graph.nodes[i].view_src());
             if let Some(b) = self.user_assignment(slot, vs, true) {
                 self.set(slot, b, Rule::User);
                 continue;
@@ -319,7 +320,7 @@ impl<P: Probe> Planner<'_, P> {
                 self.set(slot, b, Rule::Dst);
                 continue;
             }
-            if let Some(vs) = vs.map(SlotId::get).filter(|&vs| self.loc(vs).in_buffer()) {
+            if let Some(vs) = vs.filter(|&vs| self.loc(vs).in_buffer()) {
                 let b = self.known(self.loc(vs), vs)?;
                 self.set(slot, b, Rule::ViewSrc);
                 continue;
@@ -361,10 +362,10 @@ impl<P: Probe> Planner<'_, P> {
     /// Where the memory a node works in comes from: the first tensor along
     /// its view sources that is in a buffer, or the last one (a tensor
     /// the placement will allocate, or memory outside any backend buffer).
-    fn memory_root(&self, vs: SlotId) -> u32 {
-        let mut r = vs.get();
-        while let (Loc::Nowhere, Some(v)) = (self.loc(r), self.info(r).vsrc) {
-            r = v.get();
+    fn memory_root(&self, vs: Slot) -> Slot {
+        let mut r = vs;
+        while let (Loc::Nowhere, Some(v)) = (self.loc(r), self.info(r).view_src()) {
+            r = v;
         }
         r
     }
@@ -374,11 +375,11 @@ impl<P: Probe> Planner<'_, P> {
     /// is allocated by, once that is known (the placement initialises it with
     /// that backend's allocator; the original asserted there, or in release
     /// builds initialised it in another backend's buffer).
-    fn follow_memory(&mut self, slot: u32, vs: Option<SlotId>) {
+    fn follow_memory(&mut self, slot: Slot, vs: Option<Slot>) {
         let Some(vs) = vs else {
             return;
         };
-        let Some(owner) = self.assign(vs.get()).filter(|&o| Some(o) != self.assign(slot)) else {
+        let Some(owner) = self.assign(vs).filter(|&o| Some(o) != self.assign(slot)) else {
             return;
         };
         // Memory outside any backend buffer (a plain ggml context) pins nothing.
@@ -407,7 +408,7 @@ impl<P: Probe> Planner<'_, P> {
         let mut chains = Chains::default();
         for i in 0..self.graph.nodes.len() {
             let info = self.graph.nodes[i];
-            let (slot, vs) = (info.slot, info.vsrc);
+            let (slot, vs) = (info.slot, info.view_src());
             self.follow_memory(slot, vs);
             if !ask || self.view_op(slot) {
                 continue;
@@ -417,7 +418,7 @@ impl<P: Probe> Planner<'_, P> {
             };
             let (node, op) = self.node_names(i);
             let root = vs.map(|vs| self.memory_root(vs));
-            let pinned = match (self.slots[slot as usize].rule, root) {
+            let pinned = match (self.slots[slot].rule, root) {
                 (Rule::Dst | Rule::ViewSrc, _) => Some("its memory is on that backend".to_string()),
                 (_, Some(r)) if self.loc(r).in_buffer() => {
                     Some(format!("it works in the memory of '{}', which is on that backend", self.probe.name(r)))
@@ -457,7 +458,7 @@ impl<P: Probe> Planner<'_, P> {
         if owners_moved {
             // Views and in-place nodes of a moved owner that came before the move.
             for i in 0..self.graph.nodes.len() {
-                let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
+                let (slot, vsrc) = (self.graph.nodes[i].slot, self.graph.nodes[i].view_src());
                 self.follow_memory(slot, vsrc);
             }
         }
@@ -470,7 +471,7 @@ impl<P: Probe> Planner<'_, P> {
     /// computed op of the chain, i.e. `r` itself and each node whose memory
     /// is `r`'s. The chain moves as a whole, since all of it works in one
     /// allocation. None when no backend supports all of it.
-    fn chain_backend(&mut self, a: BackendIdx, r: u32, chains: &mut Chains) -> Option<BackendIdx> {
+    fn chain_backend(&mut self, a: BackendIdx, r: Slot, chains: &mut Chains) -> Option<BackendIdx> {
         if !chains.built {
             chains.build(self);
         }
@@ -515,7 +516,7 @@ impl<P: Probe> Planner<'_, P> {
     /// measured it, and a compute decides again with the memory allocated.
     fn follow_memory_placed_by_pass3(&mut self) -> Result<(), Refusal> {
         for i in 0..self.graph.nodes.len() {
-            let NodeInfo { slot, vsrc, .. } = self.graph.nodes[i];
+            let (slot, vsrc) = (self.graph.nodes[i].slot, self.graph.nodes[i].view_src());
             let before = self.assign(slot);
             self.follow_memory(slot, vsrc);
             let Some(b) = self.assign(slot).filter(|&b| Some(b) != before) else {
@@ -593,7 +594,7 @@ impl<P: Probe> Planner<'_, P> {
             if self.view_op(info.slot) {
                 continue;
             }
-            let a = if self.slots[info.slot as usize].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a)? } else { a };
+            let a = if self.slots[info.slot].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a)? } else { a };
             if a != cur {
                 let inputs_at = self.plan.inputs.len();
                 self.plan.splits.last_mut().expect("a split exists").i_end = i;
@@ -636,7 +637,7 @@ impl<P: Probe> Planner<'_, P> {
     /// at their copies on `cur`, listing each copy once as an input of the
     /// split.
     fn route_inputs(&mut self, i: usize, cur: BackendIdx) -> Result<(), Refusal> {
-        let split = self.plan.splits.len() as u32 - 1;
+        let split = SplitIdx::at(self.plan.splits.len() - 1);
         for (j, k) in self.node_srcs(i).enumerate() {
             let sid = self.graph.srcs[k];
             if self.assign(sid) == Some(cur) {
@@ -659,7 +660,7 @@ impl<P: Probe> Planner<'_, P> {
                 }
             }
             let copy = self.copy_for(sid, cur);
-            let of = &mut self.plan.copy_of[copy as usize];
+            let of = &mut self.plan.copy_of[copy];
             if of.last_split != Some(split) {
                 of.last_split = Some(split);
                 self.plan.inputs.push((sid, copy));
@@ -672,14 +673,14 @@ impl<P: Probe> Planner<'_, P> {
 
     /// The copy of tensor `sid` on backend `b`, planned once per graph and
     /// backend (made by `make_copies`).
-    fn copy_for(&mut self, sid: u32, b: BackendIdx) -> u32 {
-        let key = u64::from(sid) << 16 | b.get() as u64;
+    fn copy_for(&mut self, sid: Slot, b: BackendIdx) -> CopyIdx {
+        let key = sid.key() << 16 | b.get() as u64;
         if let Some(c) = self.plan.copy_index.get(key) {
-            return c;
+            return CopyIdx::at(c as usize);
         }
-        let c = self.plan.copy_of.len() as u32;
+        let c = CopyIdx::at(self.plan.copy_of.len());
         self.plan.copy_of.push(CopyOf { src: sid, backend: b, last_split: None, slot: None });
-        self.plan.copy_index.insert(key, c);
+        self.plan.copy_index.insert(key, c.index() as u32);
         c
     }
 }

@@ -17,11 +17,11 @@ use crate::prelude::*;
 
 use super::snapshot::Refusal;
 use super::talloc_model::Model;
-use crate::sched::ids::{BackendIdx, SlotId};
+use crate::sched::ids::{BackendIdx, Slot};
 
 /// An allocation id (a table slot, or an extra tensor past the table), when
-/// there may be none: `Option<SlotId>` takes four bytes like the id.
-pub(in crate::sched) type Id = Option<SlotId>;
+/// there may be none.
+pub(in crate::sched) type Id = Option<Slot>;
 
 /// What the placement reads of one tensor before it plans (the loader,
 /// galloc.rs, reads it from C).
@@ -82,18 +82,18 @@ impl ArenaSpec {
 /// decide the plan: an implementation logs them when the plan may be kept.
 pub(in crate::sched) trait PlaceProbe {
     /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
-    fn alloc_size(&mut self, b: BackendIdx, id: u32) -> usize;
+    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
     /// Whether tensors `a` and `b` have the same type, shape and strides.
-    fn same_layout(&mut self, a: u32, b: u32) -> bool;
+    fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
     /// Tensor `id`'s `view_offs`.
-    fn view_offs(&mut self, id: u32) -> usize;
+    fn view_offs(&mut self, id: Slot) -> usize;
     /// The ids of tensor `id`'s sources that are registered (a tensor
     /// allocated on its own, outside the walk; not logged: a plan that asks
     /// is not kept). Others are never reused in place: the walk never
     /// counted them as read.
-    fn sources(&mut self, id: u32) -> Vec<u32>;
+    fn sources(&mut self, id: Slot) -> Vec<Slot>;
     /// Tensor `id`'s name, for messages.
-    fn name(&self, id: u32) -> String;
+    fn name(&self, id: Slot) -> String;
     /// Backend `b`'s name, for messages.
     fn backend_name(&self, b: BackendIdx) -> String;
 }
@@ -102,13 +102,13 @@ pub(in crate::sched) trait PlaceProbe {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::sched) enum Step {
     /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer.
-    Alloc { id: u32, b: BackendIdx, offset: usize },
+    Alloc { id: Slot, b: BackendIdx, offset: usize },
     /// `init_view`; `owner`: the node is computed in place in the memory of
     /// `owner`, which becomes its view source. `b`: the backend whose
     /// buffer initialises it, if any.
-    View { id: u32, b: Option<BackendIdx>, owner: Id },
+    View { id: Slot, b: Option<BackendIdx>, owner: Id },
     /// `ggml_tallocr_free_tensor` of a tensor of backend `b`'s buffer.
-    Free { id: u32, b: BackendIdx },
+    Free { id: Slot, b: BackendIdx },
 }
 
 /// The node order ggml-alloc walks: each split's input copies, then its
@@ -116,8 +116,8 @@ pub(in crate::sched) enum Step {
 /// the first NULL) in `srcs`.
 #[derive(Default)]
 pub(in crate::sched) struct Order {
-    pub entries: Vec<(u32, u32, u32)>,
-    pub srcs: Vec<u32>,
+    pub entries: Vec<(Slot, u32, u32)>,
+    pub srcs: Vec<Slot>,
 }
 
 impl Order {
@@ -140,7 +140,7 @@ pub(in crate::sched) enum Unplaced {
 
 /// What the plan tracks of one tensor: what ggml-alloc reads and changes.
 #[derive(Clone, Copy)]
-pub(in crate::sched) struct Slot {
+pub(in crate::sched) struct Tracked {
     data: usize,
     buffer: usize,
     vsrc: Id,
@@ -160,7 +160,7 @@ pub(in crate::sched) struct Placement {
     /// The ops ggml-alloc computes in place (`ggml_op_can_inplace`), by
     /// ggml's enum value, low word first.
     in_place: [u64; 2],
-    slots: Vec<Slot>,
+    slots: Vec<Tracked>,
     models: Vec<Model>,
     /// The plan: what to do to the tensors, in ggml-alloc's order.
     pub steps: Vec<Step>,
@@ -174,9 +174,9 @@ const fn padded(size: usize, align: usize) -> usize {
     size.div_ceil(align).saturating_mul(align)
 }
 
-impl Slot {
+impl Tracked {
     /// Its view source (the loader resolves one after the others).
-    pub fn set_vsrc(&mut self, v: SlotId) {
+    pub fn set_vsrc(&mut self, v: Slot) {
         self.vsrc = Some(v);
     }
 
@@ -187,10 +187,10 @@ impl Slot {
     }
 }
 
-impl From<Loaded> for Slot {
+impl From<Loaded> for Tracked {
     #[inline(always)]
-    fn from(l: Loaded) -> Slot {
-        Slot { data: l.data, buffer: l.buffer, vsrc: l.vsrc, children: 0, views: 0, backend: l.backend, op: l.op, bytes: 0 }
+    fn from(l: Loaded) -> Tracked {
+        Tracked { data: l.data, buffer: l.buffer, vsrc: l.vsrc, children: 0, views: 0, backend: l.backend, op: l.op, bytes: 0 }
     }
 }
 
@@ -203,7 +203,7 @@ impl Placement {
 
     /// The tensors to plan for, by id (the loader, galloc.rs, fills it
     /// with what it reads: `Slot::from(Loaded)`; a plan changes them).
-    pub fn tensors(&mut self) -> &mut Vec<Slot> {
+    pub fn tensors(&mut self) -> &mut Vec<Tracked> {
         &mut self.slots
     }
 
@@ -240,15 +240,15 @@ impl Placement {
         let mut keep = true;
         // count children and views (initialising views of memory set by hand)
         for &(id, s, e) in &order.entries {
-            let n = self.slots[id as usize];
+            let n = self.slots[id];
             if let Some(v) = n.vsrc {
-                self.slots[v.get() as usize].views += 1;
+                self.slots[v].views += 1;
                 if n.buffer == 0 && n.data != 0 {
                     self.init_view(id, None, probe)?;
                 }
             }
             for &q in &order.srcs[s as usize..e as usize] {
-                let ps = &mut self.slots[q as usize];
+                let ps = &mut self.slots[q];
                 ps.children += 1;
                 if ps.vsrc.is_some() && ps.buffer == 0 && ps.data != 0 {
                     self.init_view(q, None, probe)?;
@@ -258,22 +258,22 @@ impl Placement {
         for &(id, s, e) in &order.entries {
             let srcs = &order.srcs[s as usize..e as usize];
             for &q in srcs {
-                if self.slots[q as usize].data == 0 {
+                if self.slots[q].data == 0 {
                     keep &= self.allocate(q, None, arenas, probe)?;
                 }
             }
-            if self.slots[id as usize].data == 0 {
+            if self.slots[id].data == 0 {
                 keep &= self.allocate(id, Some(srcs), arenas, probe)?;
             }
             for &q in srcs {
-                let ps = &mut self.slots[q as usize];
+                let ps = &mut self.slots[q];
                 ps.children -= 1;
                 if ps.children == 0 && ps.views == 0 {
-                    let Some(v) = ps.vsrc.map(SlotId::get) else {
+                    let Some(v) = ps.vsrc else {
                         self.free(q, arenas, probe)?;
                         continue;
                     };
-                    let vs = &mut self.slots[v as usize];
+                    let vs = &mut self.slots[v];
                     vs.views -= 1;
                     if vs.views == 0 && vs.children == 0 {
                         self.free(v, arenas, probe)?;
@@ -286,13 +286,13 @@ impl Placement {
 
     /// `init_view`: the view takes its source's buffer and memory.
     #[inline(always)]
-    fn init_view<P: PlaceProbe>(&mut self, id: u32, owner: Id, probe: &mut P) -> Result<(), Unplaced> {
-        let i = id as usize;
+    fn init_view<P: PlaceProbe>(&mut self, id: Slot, owner: Id, probe: &mut P) -> Result<(), Unplaced> {
+        let i = id;
         if owner.is_some() {
             self.slots[i].vsrc = owner;
         }
-        let vsrc = self.slots[i].vsrc.expect("a view, or in place in an owner's memory").get();
-        let v = self.slots[vsrc as usize];
+        let vsrc = self.slots[i].vsrc.expect("a view, or in place in an owner's memory");
+        let v = self.slots[vsrc];
         if v.data == 0 {
             let (t, src) = (probe.name(id), probe.name(vsrc));
             return Err(self
@@ -314,8 +314,8 @@ impl Placement {
     /// for, as ggml-alloc reads them). Ok: whether the plan can be kept
     /// (sources asked for are not logged).
     #[inline(always)]
-    fn allocate<P: PlaceProbe>(&mut self, id: u32, srcs: Option<&[u32]>, arenas: &[ArenaSpec], probe: &mut P) -> Result<bool, Unplaced> {
-        let i = id as usize;
+    fn allocate<P: PlaceProbe>(&mut self, id: Slot, srcs: Option<&[Slot]>, arenas: &[ArenaSpec], probe: &mut P) -> Result<bool, Unplaced> {
+        let i = id;
         let n = self.slots[i];
         if n.vsrc.is_some() {
             self.init_view(id, None, probe)?;
@@ -338,7 +338,7 @@ impl Placement {
                 }
             };
             for &q in srcs {
-                let ps = self.slots[q as usize];
+                let ps = self.slots[q];
                 // only memory of this allocator's buffer is reused
                 if ps.buffer != arena.buffer || ps.data == 0 || ps.children != 1 || ps.views != 0 {
                     continue;
@@ -347,13 +347,13 @@ impl Placement {
                     continue;
                 }
                 let Some(v) = ps.vsrc else {
-                    self.slots[q as usize].views += 1;
-                    self.init_view(id, Some(SlotId::new(q)), probe)?;
+                    self.slots[q].views += 1;
+                    self.init_view(id, Some(q), probe)?;
                     return Ok(keep);
                 };
-                let vs = self.slots[v.get() as usize];
+                let vs = self.slots[v];
                 if vs.views == 1 && vs.children == 0 && vs.data == ps.data {
-                    self.slots[v.get() as usize].views += 1;
+                    self.slots[v].views += 1;
                     self.init_view(id, Some(v), probe)?;
                     return Ok(keep);
                 }
@@ -374,8 +374,8 @@ impl Placement {
     /// `free_node`: give a tensor's memory back to its allocator, if it is
     /// the allocator's own.
     #[inline(always)]
-    fn free<P: PlaceProbe>(&mut self, id: u32, arenas: &[ArenaSpec], probe: &mut P) -> Result<(), Unplaced> {
-        let n = self.slots[id as usize];
+    fn free<P: PlaceProbe>(&mut self, id: Slot, arenas: &[ArenaSpec], probe: &mut P) -> Result<(), Unplaced> {
+        let n = self.slots[id];
         let Some(b) = n.backend else { return Ok(()) };
         let arena = &arenas[b];
         if n.buffer != arena.buffer {

@@ -7,7 +7,7 @@
 use crate::prelude::*;
 
 use crate::ptrmap::PtrMap;
-use crate::sched::ids::{BackendIdx, Loc, PackedLoc, Rule, SlotId};
+use crate::sched::ids::{BackendIdx, CopyIdx, Loc, PackedLoc, Rule, Slot, SlotId, SplitIdx};
 
 /// What a compute knows about one tensor, next to its table key: what the
 /// passes read of it (`loc`, `vsrc`, `flags`, read once when it is
@@ -56,6 +56,20 @@ impl SlotInfo {
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
+
+    /// The slot of its view source.
+    #[inline]
+    pub fn view_src(&self) -> Option<Slot> {
+        self.vsrc.map(SlotId::slot)
+    }
+}
+
+impl NodeInfo {
+    /// The slot of its view source.
+    #[inline]
+    pub fn view_src(&self) -> Option<Slot> {
+        self.vsrc.map(SlotId::slot)
+    }
 }
 
 /// One graph node: its slot, its view source's slot, and where its
@@ -64,7 +78,7 @@ impl SlotInfo {
 /// a view op is in its slot's flags.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::sched) struct NodeInfo {
-    pub slot: u32,
+    pub slot: Slot,
     pub vsrc: Option<SlotId>,
     pub srcs_end: u32,
 }
@@ -74,10 +88,10 @@ pub(in crate::sched) struct NodeInfo {
 #[derive(Default)]
 pub(in crate::sched) struct GraphSlots {
     /// (slot, view source slot) of every graph leaf.
-    pub leafs: Vec<(u32, Option<SlotId>)>,
+    pub leafs: Vec<(Slot, Option<SlotId>)>,
     pub nodes: Vec<NodeInfo>,
     /// Source slots of all nodes, back to back (see NodeInfo).
-    pub srcs: Vec<u32>,
+    pub srcs: Vec<Slot>,
 }
 
 impl GraphSlots {
@@ -123,19 +137,19 @@ pub(in crate::sched) struct Split {
 /// last split that listed it as an input.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::sched) struct CopyOf {
-    pub src: u32,
+    pub src: Slot,
     pub backend: BackendIdx,
     /// The last split that listed it as an input (dedupes a split's inputs:
     /// all of them are copies to the split's backend, so one per copy suffices).
-    pub last_split: Option<u32>,
+    pub last_split: Option<SplitIdx>,
     /// Its table slot (once made).
     pub slot: Option<SlotId>,
 }
 
 impl CopyOf {
     /// The copy's slot (it is made once the plan is applied).
-    pub fn made(&self) -> u32 {
-        self.slot.expect("input copies are made before the placement").get()
+    pub fn made(&self) -> Slot {
+        self.slot.expect("input copies are made before the placement").slot()
     }
 }
 
@@ -143,11 +157,11 @@ impl CopyOf {
 #[derive(Clone, Copy, Debug)]
 pub(in crate::sched) struct Patch {
     /// The node's slot, and which of its sources.
-    pub node: u32,
+    pub node: Slot,
     pub j: usize,
     /// Index of that source in [`GraphSlots::srcs`] (the source's slot is there).
     pub k: u32,
-    pub copy: u32,
+    pub copy: CopyIdx,
 }
 
 /// What the passes decide besides each slot's backend (`SlotInfo::assign`):
@@ -157,7 +171,7 @@ pub(in crate::sched) struct Patch {
 pub(in crate::sched) struct SplitPlan {
     pub splits: Vec<Split>,
     /// (input tensor slot, copy index) for every split, in split order.
-    pub inputs: Vec<(u32, u32)>,
+    pub inputs: Vec<(Slot, CopyIdx)>,
     /// What each copy in use copies (indexed like the scheduler's copies).
     pub copy_of: Vec<CopyOf>,
     /// Index in `copy_of` of the copy of (tensor slot, backend).

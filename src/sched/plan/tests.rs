@@ -5,7 +5,7 @@ use crate::prelude::*;
 
 use super::{plan_split, GraphSlots, NodeInfo, Probe, Refusal, Settings, SlotInfo, SplitPlan};
 use crate::ptrmap::PtrMap;
-use crate::sched::ids::{BackendIdx, Loc, Rule, SlotId};
+use crate::sched::ids::{BackendIdx, CopyIdx, Loc, Rule, Slot, SlotId};
 
 /// A snapshot being built, and what the fake probe answers about it.
 struct Snap {
@@ -28,35 +28,35 @@ struct Fake<'a> {
     ops: &'a [&'static str],
     rejects: &'a [(usize, &'static str)],
     accepts_all: &'a [bool],
-    asked_sizes: Vec<u32>,
-    asked_supports: Vec<(usize, u32)>,
+    asked_sizes: Vec<Slot>,
+    asked_supports: Vec<(usize, Slot)>,
 }
 
 impl Probe for Fake<'_> {
-    fn nbytes(&mut self, slot: u32) -> usize {
+    fn nbytes(&mut self, slot: Slot) -> usize {
         self.asked_sizes.push(slot);
-        self.sizes[slot as usize]
+        self.sizes[slot]
     }
 
-    fn supports(&mut self, b: BackendIdx, slot: u32) -> bool {
-        assert!(!self.accepts_all[b.get()], "a backend that accepts every op is asked about t{slot}");
+    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool {
+        assert!(!self.accepts_all[b.get()], "a backend that accepts every op is asked about t{}", slot.get());
         self.asked_supports.push((b.get(), slot));
-        !self.rejects.contains(&(b.get(), self.ops[slot as usize]))
+        !self.rejects.contains(&(b.get(), self.ops[slot]))
     }
 
-    fn name(&self, slot: u32) -> String {
-        format!("t{slot}")
+    fn name(&self, slot: Slot) -> String {
+        format!("t{}", slot.get())
     }
 
-    fn op_name(&self, slot: u32) -> String {
-        self.ops[slot as usize].into()
+    fn op_name(&self, slot: Slot) -> String {
+        self.ops[slot].into()
     }
 
     fn backend_name(&self, b: BackendIdx) -> String {
         format!("B{}", b.get())
     }
 
-    fn memory_backend_name(&self, _slot: u32) -> String {
+    fn memory_backend_name(&self, _slot: Slot) -> String {
         "elsewhere".into()
     }
 }
@@ -66,18 +66,18 @@ struct Planned {
     slots: Vec<SlotInfo>,
     plan: SplitPlan,
     lenient: bool,
-    asked_sizes: Vec<u32>,
-    asked_supports: Vec<(usize, u32)>,
+    asked_sizes: Vec<Slot>,
+    asked_supports: Vec<(usize, Slot)>,
 }
 
 impl Planned {
     /// (backend, rule) of `slot`.
-    fn on(&self, slot: u32) -> (Option<usize>, Rule) {
-        let i = self.slots[slot as usize];
+    fn on(&self, slot: Slot) -> (Option<usize>, Rule) {
+        let i = self.slots[slot];
         (i.assign.map(BackendIdx::get), i.rule)
     }
 
-    fn b(&self, slot: u32) -> Option<usize> {
+    fn b(&self, slot: Slot) -> Option<usize> {
         self.on(slot).0
     }
 
@@ -105,7 +105,7 @@ impl Snap {
 
     /// A tensor registered, in no graph list. `on`: in that backend's
     /// buffer (with data).
-    fn tensor(&mut self, op: &'static str, bytes: usize, on: Option<usize>) -> u32 {
+    fn tensor(&mut self, op: &'static str, bytes: usize, on: Option<usize>) -> Slot {
         let (loc, mut flags) = match on {
             Some(b) => (Loc::At(BackendIdx::new(b)), SlotInfo::HAS_DATA),
             None => (Loc::Nowhere, 0),
@@ -118,40 +118,40 @@ impl Snap {
         self.slots.push(SlotInfo::registered(loc, flags));
         self.sizes.push(bytes);
         self.ops.push(op);
-        self.slots.len() as u32 - 1
+        Slot::at(self.slots.len() - 1)
     }
 
-    fn leaf(&mut self, bytes: usize, on: Option<usize>) -> u32 {
+    fn leaf(&mut self, bytes: usize, on: Option<usize>) -> Slot {
         let s = self.tensor("NONE", bytes, on);
         self.graph.leafs.push((s, None));
         s
     }
 
     /// A leaf in plain host memory (data, no buffer).
-    fn host_leaf(&mut self) -> u32 {
+    fn host_leaf(&mut self) -> Slot {
         let s = self.leaf(BYTES, None);
-        self.slots[s as usize].flags |= SlotInfo::HAS_DATA;
+        self.slots[s].flags |= SlotInfo::HAS_DATA;
         s
     }
 
-    fn node(&mut self, op: &'static str, srcs: &[u32]) -> u32 {
+    fn node(&mut self, op: &'static str, srcs: &[Slot]) -> Slot {
         self.node_of(op, BYTES, srcs, None)
     }
 
     /// A node computed in the memory of `of` (an in-place op, a copy into a tensor).
-    fn in_place(&mut self, op: &'static str, srcs: &[u32], of: u32) -> u32 {
+    fn in_place(&mut self, op: &'static str, srcs: &[Slot], of: Slot) -> Slot {
         self.node_of(op, BYTES, srcs, Some(of))
     }
 
-    fn view(&mut self, of: u32) -> u32 {
+    fn view(&mut self, of: Slot) -> Slot {
         self.node_of("VIEW", BYTES, &[of], Some(of))
     }
 
-    fn node_of(&mut self, op: &'static str, bytes: usize, srcs: &[u32], vsrc: Option<u32>) -> u32 {
+    fn node_of(&mut self, op: &'static str, bytes: usize, srcs: &[Slot], vsrc: Option<Slot>) -> Slot {
         let s = self.tensor(op, bytes, None);
-        self.slots[s as usize].vsrc = vsrc.map(SlotId::new);
+        let vsrc = vsrc.map(SlotId::from);
+        self.slots[s].vsrc = vsrc;
         self.graph.srcs.extend_from_slice(srcs);
-        let vsrc = vsrc.map(SlotId::new);
         self.graph.nodes.push(NodeInfo { slot: s, vsrc, srcs_end: self.graph.srcs.len() as u32 });
         s
     }
@@ -160,8 +160,8 @@ impl Snap {
         self.rejects.push((backend, op));
     }
 
-    fn assign(&mut self, slot: u32, backend: usize) {
-        self.user.insert(u64::from(slot), backend as u32);
+    fn assign(&mut self, slot: Slot, backend: usize) {
+        self.user.insert(slot.key(), backend as u32);
     }
 
     fn try_plan(&self) -> Result<Planned, Refusal> {
@@ -257,9 +257,9 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     assert_eq!(p.plan.inputs.len(), 1);
     let (input, copy) = p.plan.inputs[0];
     assert_eq!(input, n0);
-    assert_eq!((p.plan.copy_of[copy as usize].src, p.plan.copy_of[copy as usize].backend.get()), (n0, 1));
+    assert_eq!((p.plan.copy_of[copy].src, p.plan.copy_of[copy].backend.get()), (n0, 1));
     // both consumers' second source goes to the one copy
-    let patched: Vec<(u32, usize, u32)> = p.plan.patches.iter().map(|q| (q.node, q.j, q.copy)).collect();
+    let patched: Vec<(Slot, usize, CopyIdx)> = p.plan.patches.iter().map(|q| (q.node, q.j, q.copy)).collect();
     assert_eq!(patched, vec![(n1, 1, copy), (n2, 1, copy)]);
 }
 
@@ -316,7 +316,7 @@ fn an_in_place_chain_moves_whole_to_a_backend_that_supports_every_op() {
         assert_eq!(p.b(after), Some(3), "{op}: the node after the chain keeps its backend");
         for t in [cont, inplace, second, after] {
             let b = p.b(t).unwrap();
-            assert!(!s.rejects.contains(&(b, s.ops[t as usize])), "{op}: t{t} is on a backend that rejects it");
+            assert!(!s.rejects.contains(&(b, s.ops[t])), "{op}: t{t} is on a backend that rejects it");
         }
     }
 }
@@ -373,10 +373,10 @@ fn a_node_no_rule_reaches_keeps_no_backend_only_if_it_is_a_view_with_data() {
     s.node("ADD", &[wa, wa]);
     let host = s.host_leaf();
     let v = s.view(host);
-    s.slots[v as usize].flags |= SlotInfo::HAS_DATA;
+    s.slots[v].flags |= SlotInfo::HAS_DATA;
     assert_eq!(s.plan().b(v), None);
     // the same view without data: refused, naming it
-    s.slots[v as usize].flags &= !SlotInfo::HAS_DATA;
+    s.slots[v].flags &= !SlotInfo::HAS_DATA;
     let why = s.refusal();
     assert!(why.contains(&format!("node 't{v}' (VIEW) cannot be assigned to a backend")), "{why}");
 }
@@ -404,7 +404,7 @@ fn refusals_name_the_tensor_and_the_backend() {
     // a tensor in a buffer of a backend the scheduler does not have
     let mut s = Snap::new(1);
     let w = s.leaf(BYTES, None);
-    s.slots[w as usize] = SlotInfo::registered(Loc::Foreign, SlotInfo::HAS_DATA);
+    s.slots[w] = SlotInfo::registered(Loc::Foreign, SlotInfo::HAS_DATA);
     s.node("ADD", &[w, w]);
     let why = s.refusal();
     assert!(why.contains(&format!("tensor 't{w}' lives in a buffer of backend 'elsewhere'")), "{why}");
@@ -489,10 +489,10 @@ fn random_graphs_get_plans_that_keep_the_planners_promises() {
         }
         for _ in 0..1 + rng.below(24) {
             let op = OPS[rng.below(OPS.len())];
-            let srcs: Vec<u32> = (0..1 + rng.below(2)).map(|_| pool[rng.below(pool.len())]).collect();
+            let srcs: Vec<Slot> = (0..1 + rng.below(2)).map(|_| pool[rng.below(pool.len())]).collect();
             let n = match rng.below(8) {
                 0 => s.view(srcs[0]),
-                1 if s.ops[srcs[0] as usize] != "NONE" => s.in_place(op, &srcs, srcs[0]),
+                1 if s.ops[srcs[0]] != "NONE" => s.in_place(op, &srcs, srcs[0]),
                 _ => s.node_of(op, 4 * (1 + rng.below(8)), &srcs, None),
             };
             pool.push(n);
@@ -531,29 +531,29 @@ fn check_promises(s: &Snap, p: &Planned, case: usize) {
     }
     for (k, split) in splits.iter().enumerate() {
         let inputs = &p.plan.inputs[split.inputs.clone()];
-        let mut copies: Vec<u32> = inputs.iter().map(|&(_, c)| c).collect();
+        let mut copies: Vec<usize> = inputs.iter().map(|&(_, c)| c.index()).collect();
         copies.sort_unstable();
         copies.dedup();
         assert_eq!(copies.len(), inputs.len(), "case {case}: split {k} lists each copy once");
         for i in split.i_start..split.i_end {
             let nd = s.graph.nodes[i];
-            let info = p.slots[nd.slot as usize];
+            let info = p.slots[nd.slot];
             if info.has(SlotInfo::VIEW_OP) {
                 continue;
             }
             let b = info.assign.expect("a computed node has a backend");
             assert_eq!(b, split.backend, "case {case}: node {i} is on its split's backend");
             if !s.measuring || !p.lenient {
-                assert!(!s.rejects.contains(&(b.get(), s.ops[nd.slot as usize])), "case {case}: node {i} runs where it is rejected");
+                assert!(!s.rejects.contains(&(b.get(), s.ops[nd.slot])), "case {case}: node {i} runs where it is rejected");
             }
             for (j, kk) in s.graph.node_srcs(i).enumerate() {
                 let src = s.graph.srcs[kk];
-                if p.slots[src as usize].assign == Some(b) {
+                if p.slots[src].assign == Some(b) {
                     continue;
                 }
                 let patch = p.plan.patches.iter().find(|q| q.node == nd.slot && q.j == j && q.k as usize == kk);
                 let patch = patch.unwrap_or_else(|| panic!("case {case}: source {j} of node {i} is elsewhere and not redirected"));
-                let of = p.plan.copy_of[patch.copy as usize];
+                let of = p.plan.copy_of[patch.copy];
                 assert_eq!((of.src, of.backend), (src, b), "case {case}: the copy is of that source, on the split's backend");
                 assert!(inputs.iter().any(|&(_, c)| c == patch.copy), "case {case}: the copy is an input of split {k}");
             }
@@ -564,9 +564,9 @@ fn check_promises(s: &Snap, p: &Planned, case: usize) {
 // --- the placement (place.rs), on hand-built loads --------------------------
 
 mod placement {
-    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Slot, Step, Unplaced};
+    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
     use crate::prelude::*;
-    use crate::sched::ids::{BackendIdx, SlotId};
+    use crate::sched::ids::{BackendIdx, Slot};
 
     /// Sizes and layouts by id; asked questions counted.
     struct FakePlace {
@@ -575,21 +575,21 @@ mod placement {
     }
 
     impl PlaceProbe for FakePlace {
-        fn alloc_size(&mut self, _b: BackendIdx, id: u32) -> usize {
+        fn alloc_size(&mut self, _b: BackendIdx, id: Slot) -> usize {
             self.asked += 1;
-            self.bytes[id as usize]
+            self.bytes[id.index()]
         }
-        fn same_layout(&mut self, a: u32, b: u32) -> bool {
-            self.bytes[a as usize] == self.bytes[b as usize]
+        fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
+            self.bytes[a.index()] == self.bytes[b.index()]
         }
-        fn view_offs(&mut self, _id: u32) -> usize {
+        fn view_offs(&mut self, _id: Slot) -> usize {
             16
         }
-        fn sources(&mut self, _id: u32) -> Vec<u32> {
+        fn sources(&mut self, _id: Slot) -> Vec<Slot> {
             Vec::new()
         }
-        fn name(&self, id: u32) -> String {
-            format!("t{id}")
+        fn name(&self, id: Slot) -> String {
+            format!("t{}", id.get())
         }
         fn backend_name(&self, b: BackendIdx) -> String {
             format!("B{}", b.get())
@@ -624,7 +624,7 @@ mod placement {
         bounded: bool,
         probe: &mut FakePlace,
     ) -> Result<bool, Unplaced> {
-        *p.tensors() = loaded.iter().map(|&l| Slot::from(l)).collect();
+        *p.tensors() = loaded.iter().map(|&l| Tracked::from(l)).collect();
         p.plan(o, arenas, bounded, probe)
     }
 
@@ -633,8 +633,8 @@ mod placement {
         let mut o = Order::default();
         for (i, s) in srcs.iter().enumerate() {
             let start = o.srcs.len() as u32;
-            o.srcs.extend_from_slice(s);
-            o.entries.push((i as u32 + 1, start, o.srcs.len() as u32));
+            o.srcs.extend(s.iter().map(|&q| Slot::new(q)));
+            o.entries.push((Slot::at(i + 1), start, o.srcs.len() as u32));
         }
         o
     }
@@ -652,12 +652,12 @@ mod placement {
         assert_eq!(
             p.steps,
             vec![
-                Step::Alloc { id: 1, b, offset: 0 },
-                Step::View { id: 2, b: Some(b), owner: Some(SlotId::new(1)) },
-                Step::Alloc { id: 3, b, offset: 32 },
-                Step::Free { id: 1, b },
-                Step::Alloc { id: 4, b, offset: 0 },
-                Step::Free { id: 3, b },
+                Step::Alloc { id: Slot::new(1), b, offset: 0 },
+                Step::View { id: Slot::new(2), b: Some(b), owner: Some(Slot::new(1)) },
+                Step::Alloc { id: Slot::new(3), b, offset: 32 },
+                Step::Free { id: Slot::new(1), b },
+                Step::Alloc { id: Slot::new(4), b, offset: 0 },
+                Step::Free { id: Slot::new(3), b },
             ]
         );
         assert_eq!(p.max, vec![64]);
@@ -679,12 +679,12 @@ mod placement {
     fn views_go_at_their_offset_and_a_view_of_nothing_is_refused() {
         // n2 views n1 (offset 16 from the probe)
         let mut loaded = load(3, &[false, false, false]);
-        loaded[2].vsrc = Some(SlotId::new(1));
+        loaded[2].vsrc = Some(Slot::new(1));
         let o = order(&[&[0], &[1], &[2, 0]]);
         let mut p = Placement::new(1 << OP_IN_PLACE);
         let mut probe = FakePlace { bytes: vec![32; 4], asked: 0 };
         assert!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe).is_ok());
-        assert!(p.steps.contains(&Step::View { id: 2, b: Some(BackendIdx::new(0)), owner: None }));
+        assert!(p.steps.contains(&Step::View { id: Slot::new(2), b: Some(BackendIdx::new(0)), owner: None }));
         // a view whose source has no memory and no backend
         loaded[1].backend = None;
         assert_eq!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe), Err(Unplaced::Refused));
