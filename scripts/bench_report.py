@@ -254,7 +254,7 @@ def lifecycle_table(lines, targets, mem, paired):
         lines.append("Heap held after one `sched_graph_compute` besides the compute buffers (includes the CPU backend's work buffer, the same in both): "
                      + ", ".join(f"{n} nodes: ours {fmt_b(memd[('ours', n)]['held_compute_no_buffers'])}, original {fmt_b(memd[('ref', n)]['held_compute_no_buffers'])}"
                                  for n in sorted({k[1] for k in memd}) if ("ours", n) in memd and ("ref", n) in memd)
-                     + ". After 8 computes of the same graph (ours refits its table to a graph computed again and again, at the 5th): "
+                     + ". After 8 computes of the same graph: "
                      + ", ".join(f"{n} nodes: ours {fmt_b(memd[('ours', n)]['held_steady_no_buffers'])}, original {fmt_b(memd[('ref', n)]['held_steady_no_buffers'])}"
                                  for n in sorted({k[1] for k in memd})
                                  if "held_steady_no_buffers" in memd.get(("ours", n), {}) and ("ref", n) in memd)
@@ -415,7 +415,7 @@ def targets_table(lines, t):
     if t.get("life_paired") is not None:
         row("… interleaved (`paired cycle`, median of per-round ratios)", "≤ 0.5", t.get("life_paired"), lambda v: v <= 0.5)
     row("memory held besides compute buffers, 2048 nodes: ours/original", "≤ 0.10", t.get("life_mem"), lambda v: v <= 0.10)
-    row("… after 8 computes of the same graph (table refitted)", "≤ 0.10", t.get("steady_mem"), lambda v: v <= 0.10)
+    row("… after 8 computes of the same graph", "≤ 0.10", t.get("steady_mem"), lambda v: v <= 0.10)
     io = t.get("io")
     lines.append(f"| set/get/copy ≥ 1 MiB: worst bandwidth of ours relative to memcpy (criterion medians) | ≥ 0.95 | "
                  + (f"{io[0]:.3f} ({io[1]}, {fmt_b(io[2])}); median over ops and sizes {t['io_median']:.3f}" if io else "—")

@@ -14,17 +14,19 @@
 //!   compute (as the placement walks them), are restored afterwards;
 //! - an unchanged graph reuses the last split (checked exactly, reuse.rs);
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
-//!   place them, planned before anything is touched (galloc.rs).
+//!   place them, planned before anything is touched (plan/place.rs).
 //!
 //! Modules, bottom to top (each imports only those before it; this file,
-//! the driver, comes last): `ids` (typed indices, `Rule`), `plan` (the
-//! passes over a snapshot, sealed from C: they see slots, never tensors),
-//! `table` (the slot table and what registration read), `record` (the log
-//! of the questions asked of C), `talloc_model`/`tallocr`/`galloc` (the
-//! placement: ggml-alloc's allocator, its struct read, the plan), `state`
-//! (one split and `Sched`), `probe` (the snapshot, and the planner's door
-//! to C), `reuse` (is the last split still valid), `fit` (growing compute
-//! buffers), `cell` (borrows around user code).
+//! the driver, comes last): `ids` (typed indices: `Slot`, `BackendIdx`,
+//! `Rule`), `plan` (the passes and the placement's plan, sealed from C:
+//! they see slots and what was read, never a tensor, and ask the rest
+//! through probes), `table` (the slot table and what registration read),
+//! `record` (the one log of the questions asked of C), `galloc` (the
+//! placement's C side: loading, its probe, applying, keeping a plan),
+//! `state` (one split, the per-backend records and `Sched`), `probe` (the
+//! snapshot, and the passes' door to C), `reuse` (is the last split still
+//! valid), `fit` (growing compute buffers), `cell` (borrows around user
+//! code). ggml-alloc's allocator itself is owned through `crate::talloc`.
 
 use crate::prelude::*;
 

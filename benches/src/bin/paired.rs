@@ -113,7 +113,7 @@ fn main() {
             // again and checks the fit each time); vary: every compute's
             // graph differs from the previous one's (issue 12's family)
             let (compute, warm, name): (fn(&mut SchedBench), u64, &str) = match mode {
-                "sched" => (SchedBench::compute, 8, "sched_compute"), // past ours' table refit (5th compute)
+                "sched" => (SchedBench::compute, 8, "sched_compute"), // 8 warm-up computes (past what a first compute plans)
                 "fresh" => (SchedBench::compute_fresh, 4, "sched_compute_fresh"),
                 _ => (SchedBench::compute_vary, 4, "sched_compute_vary"),
             };

@@ -29,7 +29,7 @@
 //! `6144 nodes, 8 splits, 2 backends`, with `steady` or `vary`.
 //!
 //! Sets up the graph and a measured scheduler, computes 8 times (warm-up, not
-//! measured, past ours' table refit), then calls the driver's loop, which
+//! measured: past the first computes, which plan), then calls the driver's loop, which
 //! scripts/callgrind measures (`--zero-before` / `--dump-after` on it). Prints
 //! one JSON line with the output's hash and the splits of the last warm-up
 //! compute on the test backends (`test_splits`), so that the two
@@ -136,7 +136,7 @@ fn main() {
         return;
     }
     let compute = if mode == "vary" { SchedBench::compute_vary } else { SchedBench::compute };
-    // past ours' table refit (at the 5th compute of the same graph); an even
+    // past the first computes (which plan what later ones reuse); an even
     // number, so that the vary family's last warm-up computes the whole graph
     let mut splits = 0;
     for _ in 0..8 {
