@@ -72,7 +72,6 @@ impl Sched {
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
             user: PtrMap::new(),
             eval_callback: None,
-            split_stats: Vec::new(),
             st: State::default(),
         })
     }
@@ -188,8 +187,7 @@ impl Sched {
     /// and per backend. The one place they are reset (each compute, measure
     /// and reset).
     fn clear_stats(&mut self) {
-        self.split_stats.clear();
-        self.split_stats.resize(self.st.plan.splits.len(), SplitStats::default());
+        self.st.runs.iter_mut().for_each(|r| r.stats = SplitStats::default());
         self.backends.iter_mut().for_each(|r| r.stats = BackendStats::default());
     }
 
@@ -224,7 +222,7 @@ impl Sched {
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
     pub fn split_info(&self, i: usize) -> Option<(BackendRef<'static>, usize, usize, usize, SplitStats)> {
         let s = self.st.plan.splits.get(i)?;
-        let stats = self.split_stats.get(i).copied().unwrap_or_default();
+        let stats = self.st.runs.get(i).map(|r| r.stats).unwrap_or_default();
         Some((self.backends[s.backend].backend, s.i_start, s.i_end, s.inputs.len(), stats))
     }
 
@@ -260,14 +258,14 @@ impl Sched {
         if !split.inputs.is_empty() {
             stats.copy_ns += nanos(from, to);
         }
-        self.split_stats[k].bytes_copied = bytes;
+        self.st.runs[k].stats.bytes_copied = bytes;
     }
 
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize) -> bool {
         let backend = self.backends[self.st.plan.splits[k].backend].backend;
-        let mut view = self.st.split_graphs[k];
+        let mut view = self.st.runs[k].view;
         match self.eval_callback {
             None => {
                 // SAFETY: the split's view into the graph being computed,

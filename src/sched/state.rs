@@ -68,7 +68,7 @@ impl Drop for Redirections {
 ///   `plan`: the splits, their inputs, the copies they need and the graph
 ///   sources to redirect;
 /// - **apply** (here): the copies made (`copies`), the sources patched, the
-///   allocation's walk (`order`) built, split views (`split_graphs`)
+///   allocation's walk (`order`) built, split views (`runs`)
 ///   computed; the placement (galloc.rs) follows, and after the compute the
 ///   patches are undone.
 ///
@@ -100,8 +100,8 @@ pub(super) struct State {
     pub(super) redirected: Redirections,
     /// Input copies (graph nodes point at them). Reused across computes.
     pub(super) copies: CopyTensors,
-    /// One graph view per split, handed to the backend's graph_compute.
-    pub(super) split_graphs: Vec<wsp_ggml_cgraph>,
+    /// Per split: its graph view, handed to the backend's graph_compute, and its statistics.
+    pub(super) runs: Vec<SplitRun>,
     /// The walk of the split's allocation (galloc.rs).
     pub(super) order: Order,
     /// How the next table is sized (table.rs).
@@ -113,6 +113,14 @@ pub(super) struct State {
 
 /// The evaluation callback of upstream ggml (ask/observe protocol).
 pub type EvalCallback = unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut core::ffi::c_void) -> bool;
+
+/// What one split of the current split graph runs on (its view into the
+/// caller's graph) and what its last compute did: the record the C side
+/// keeps per split of the plan (`SplitPlan::splits`, same index).
+pub(super) struct SplitRun {
+    pub(super) view: wsp_ggml_cgraph,
+    pub(super) stats: SplitStats,
+}
 
 /// What the last compute did on one split.
 #[derive(Clone, Copy, Debug, Default)]
@@ -189,7 +197,6 @@ pub struct Sched {
     /// set_node_backend assignments, honoured until the end of the next compute.
     pub(super) user: PtrMap,
     pub(super) eval_callback: Option<(EvalCallback, usize)>,
-    pub(super) split_stats: Vec<SplitStats>,
     pub(super) st: State,
 }
 
@@ -205,7 +212,7 @@ impl State {
         self.graph.clear();
         self.plan.clear();
         self.user_slots.clear(0);
-        self.split_graphs.clear();
+        self.runs.clear();
         self.order.clear();
     }
 
@@ -261,13 +268,14 @@ impl State {
     pub(super) fn view_splits(&mut self, graph: GraphRef) {
         let nodes = graph.nodes_ptr();
         let grads = graph.grads_ptr();
-        self.split_graphs.clear();
-        self.split_graphs.reserve_exact(self.plan.splits.len());
+        self.runs.clear();
+        self.runs.reserve_exact(self.plan.splits.len());
         for split in &self.plan.splits {
             // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
             // the graph's node (and gradient) arrays.
             let (nodes, grads) = unsafe { (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) }) };
-            self.split_graphs.push(wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order()));
+            let view = wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order());
+            self.runs.push(SplitRun { view, stats: SplitStats::default() });
         }
     }
 

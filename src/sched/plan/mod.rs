@@ -67,23 +67,22 @@ struct Best {
 /// (root slot, node slot) for each non-view node with a view source, sorted
 /// by root. Built on the first move of a chained node (memory roots depend
 /// only on what registration read, so one build serves the whole pass).
-#[derive(Default)]
 struct Chains {
-    built: bool,
     members: Vec<(Slot, Slot)>,
 }
 
 impl Chains {
-    fn build<P: Probe>(&mut self, p: &Planner<'_, P>) {
-        self.built = true;
+    fn build<P: Probe>(p: &Planner<'_, P>) -> Chains {
+        let mut members = Vec::new();
         for n in &p.graph.nodes {
             if let Some(vs) = n.view_src().filter(|_| !p.view_op(n.slot)) {
-                self.members.push((p.memory_root(vs), n.slot));
+                members.push((p.memory_root(vs), n.slot));
             }
         }
         // (stable: the members of one chain stay in graph order, so the
-        // questions are asked, and recorded, in the same order every time)
-        self.members.sort_by_key(|&(root, _)| root);
+        // questions are asked in the same order every time)
+        members.sort_by_key(|&(root, _)| root);
+        Chains { members }
     }
 
     /// The nodes that work in the memory of `root`, in graph order.
@@ -405,7 +404,7 @@ impl<P: Probe> Planner<'_, P> {
         // Our CPU backend supports every op: skip the walk when all backends are CPU.
         let ask = !self.settings.accepts_all.iter().all(|&a| a);
         let mut owners_moved = false;
-        let mut chains = Chains::default();
+        let mut chains = None;
         for i in 0..self.graph.nodes.len() {
             let info = self.graph.nodes[i];
             let (slot, vs) = (info.slot, info.view_src());
@@ -471,11 +470,8 @@ impl<P: Probe> Planner<'_, P> {
     /// computed op of the chain, i.e. `r` itself and each node whose memory
     /// is `r`'s. The chain moves as a whole, since all of it works in one
     /// allocation. None when no backend supports all of it.
-    fn chain_backend(&mut self, a: BackendIdx, r: Slot, chains: &mut Chains) -> Option<BackendIdx> {
-        if !chains.built {
-            chains.build(self);
-        }
-        let members = chains.of(r);
+    fn chain_backend(&mut self, a: BackendIdx, r: Slot, chains: &mut Option<Chains>) -> Option<BackendIdx> {
+        let members = chains.get_or_insert_with(|| Chains::build(self)).of(r);
         let n = self.settings.accepts_all.len();
         (1..n)
             .map(|d| BackendIdx::new((a.get() + d) % n))
