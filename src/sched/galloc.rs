@@ -79,8 +79,11 @@ pub(super) struct TooSmall(pub BackendIdx);
 /// per table slot the data, buffer (an index into `buffers`: a graph's
 /// tensors live in a few), view source and op it loaded (the questions it
 /// asked are in the log).
+#[derive(Default)]
 struct Kept {
-    generation: u64,
+    /// The table's generation the plan was made in; None while no plan
+    /// holds (the vectors stay, for the next one).
+    generation: Option<u64>,
     arenas: Vec<ArenaSpec>,
     data: Vec<usize>,
     buffer: Vec<u8>,
@@ -135,7 +138,9 @@ impl Galloc {
             Ends::Real { keep } => (true, keep),
             Ends::Endless => (false, false),
         };
-        self.kept = None;
+        if let Some(k) = &mut self.kept {
+            k.generation = None;
+        }
         log.clear_placement();
         self.load(table);
         // (what it loaded, recorded before the plan changes it)
@@ -151,14 +156,11 @@ impl Galloc {
         };
         match self.kept.as_mut() {
             Some(k) if keep && clean => {
-                k.generation = table.generation();
-                k.arenas = arenas.specs.clone();
+                k.generation = Some(table.generation());
+                k.arenas.clone_from(&arenas.specs);
                 log.trim_placement();
             }
-            _ => {
-                self.kept = None;
-                log.clear_placement();
-            }
+            _ => log.clear_placement(),
         }
         Ok(())
     }
@@ -168,18 +170,7 @@ impl Galloc {
     /// plan is made); false if its tensors live in too many buffers to
     /// record.
     fn record_loaded(&mut self, table: &Table) -> bool {
-        let mut k = match self.kept.take() {
-            Some(k) => k,
-            None => Kept {
-                generation: 0,
-                arenas: Vec::new(),
-                data: Vec::new(),
-                buffer: Vec::new(),
-                vsrc: Vec::new(),
-                op: Vec::new(),
-                buffers: Vec::new(),
-            },
-        };
+        let k = self.kept.get_or_insert_with(Kept::default);
         k.data.clear();
         k.buffer.clear();
         k.vsrc.clear();
@@ -210,12 +201,11 @@ impl Galloc {
             k.vsrc.push(l.vsrc.map(SlotId::from));
             k.op.push(op);
         }
-        // (held between computes: no spare capacity)
-        k.data.shrink_to_fit();
-        k.buffer.shrink_to_fit();
-        k.vsrc.shrink_to_fit();
-        k.op.shrink_to_fit();
-        self.kept = Some(k);
+        // (held between computes: no spare capacity worth giving back)
+        trim(&mut k.data);
+        trim(&mut k.buffer);
+        trim(&mut k.vsrc);
+        trim(&mut k.op);
         true
     }
 
@@ -227,7 +217,7 @@ impl Galloc {
     /// split as a new plan would (the plan is a function of exactly these).
     pub fn still_holds(&self, table: &Table, arenas: &Arenas, log: &Record) -> bool {
         let Some(k) = &self.kept else { return false };
-        if k.generation != table.generation() || k.arenas != arenas.specs || k.data.len() != table.len() {
+        if k.generation != Some(table.generation()) || k.arenas != arenas.specs || k.data.len() != table.len() {
             return false;
         }
         let keys = table.keys();
@@ -281,7 +271,8 @@ impl Galloc {
     pub fn release(&mut self) {
         self.placement.release();
         self.extra.clear(0);
-        if self.kept.is_none() {
+        if !self.kept.as_ref().is_some_and(|k| k.generation.is_some()) {
+            self.kept = None;
             self.placement.steps = Vec::new();
             self.extras = Vec::new();
         }
@@ -448,5 +439,13 @@ impl PlaceProbe for CPlaceProbe<'_> {
 
     fn backend_name(&self, b: BackendIdx) -> String {
         self.buffers[b.get()].backend().map_or_else(String::new, |b| b.name_lossy())
+    }
+}
+
+/// Give back a kept vector's spare capacity when it is well above its
+/// length (a graph computed again refills it to the same length).
+fn trim<T>(v: &mut Vec<T>) {
+    if v.capacity() > v.len() + v.len() / 8 + 16 {
+        v.shrink_to_fit();
     }
 }

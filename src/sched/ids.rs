@@ -1,10 +1,45 @@
 //! Typed indices of the scheduler's tables: a backend by its priority
-//! index, a tensor by its table slot, and where a tensor's memory is. No table stores a bare sentinel:
-//! "no backend" is `None`, and the packed forms keep `Option` and [`Loc`]
+//! index, a tensor by its table slot, and where a tensor's memory is. No
+//! table stores a bare sentinel: "no backend" is `None`, and the packed forms keep `Option` and [`Loc`]
 //! as small as the integers they replace (the table holds one per tensor).
 
 use core::num::NonZeroU16;
 use core::ops::{Index, IndexMut};
+
+/// Slices and vectors indexed by the typed index `$t` (`$get`: its position).
+macro_rules! index_by {
+    ($t:ident, $get:ident) => {
+        impl<T> Index<$t> for [T] {
+            type Output = T;
+            #[inline]
+            fn index(&self, i: $t) -> &T {
+                &self[i.$get() as usize]
+            }
+        }
+
+        impl<T> IndexMut<$t> for [T] {
+            #[inline]
+            fn index_mut(&mut self, i: $t) -> &mut T {
+                &mut self[i.$get() as usize]
+            }
+        }
+
+        impl<T> Index<$t> for alloc::vec::Vec<T> {
+            type Output = T;
+            #[inline]
+            fn index(&self, i: $t) -> &T {
+                &self[i.$get() as usize]
+            }
+        }
+
+        impl<T> IndexMut<$t> for alloc::vec::Vec<T> {
+            #[inline]
+            fn index_mut(&mut self, i: $t) -> &mut T {
+                &mut self[i.$get() as usize]
+            }
+        }
+    };
+}
 
 /// A backend of the scheduler, by priority index (0 is tried first).
 /// Stored plus one, so that `Option<BackendIdx>` takes two bytes.
@@ -32,35 +67,7 @@ impl BackendIdx {
     }
 }
 
-impl<T> Index<BackendIdx> for [T] {
-    type Output = T;
-    #[inline]
-    fn index(&self, b: BackendIdx) -> &T {
-        &self[b.get()]
-    }
-}
-
-impl<T> IndexMut<BackendIdx> for [T] {
-    #[inline]
-    fn index_mut(&mut self, b: BackendIdx) -> &mut T {
-        &mut self[b.get()]
-    }
-}
-
-impl<T> Index<BackendIdx> for alloc::vec::Vec<T> {
-    type Output = T;
-    #[inline]
-    fn index(&self, b: BackendIdx) -> &T {
-        &self[b.get()]
-    }
-}
-
-impl<T> IndexMut<BackendIdx> for alloc::vec::Vec<T> {
-    #[inline]
-    fn index_mut(&mut self, b: BackendIdx) -> &mut T {
-        &mut self[b.get()]
-    }
-}
+index_by!(BackendIdx, get);
 
 /// A tensor's slot in the scheduler's table: its id in the passes, the
 /// placement and the log (past the table's size: the placement's extra
@@ -127,35 +134,7 @@ impl core::fmt::Display for Slot {
     }
 }
 
-impl<T> Index<Slot> for [T] {
-    type Output = T;
-    #[inline]
-    fn index(&self, s: Slot) -> &T {
-        &self[s.index()]
-    }
-}
-
-impl<T> IndexMut<Slot> for [T] {
-    #[inline]
-    fn index_mut(&mut self, s: Slot) -> &mut T {
-        &mut self[s.index()]
-    }
-}
-
-impl<T> Index<Slot> for alloc::vec::Vec<T> {
-    type Output = T;
-    #[inline]
-    fn index(&self, s: Slot) -> &T {
-        &self[s.index()]
-    }
-}
-
-impl<T> IndexMut<Slot> for alloc::vec::Vec<T> {
-    #[inline]
-    fn index_mut(&mut self, s: Slot) -> &mut T {
-        &mut self[s.index()]
-    }
-}
+index_by!(Slot, index);
 
 /// An input copy, by its index in the plan (`SplitPlan::copy_of`, and the
 /// scheduler's copy tensors).
@@ -166,54 +145,28 @@ pub(super) struct CopyIdx(u32);
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct SplitIdx(u32);
 
-macro_rules! dense_index {
-    ($t:ident) => {
-        impl $t {
-            /// Entry `i` (`i` below `u32::MAX`: the plan is smaller).
-            #[inline]
-            pub fn at(i: usize) -> $t {
-                $t(i as u32)
-            }
+impl CopyIdx {
+    /// Entry `i` (`i` below `u32::MAX`: the plan is smaller).
+    #[inline]
+    pub fn at(i: usize) -> CopyIdx {
+        CopyIdx(i as u32)
+    }
 
-            #[inline]
-            pub fn index(self) -> usize {
-                self.0 as usize
-            }
-        }
-
-        impl<T> Index<$t> for [T] {
-            type Output = T;
-            #[inline]
-            fn index(&self, i: $t) -> &T {
-                &self[i.index()]
-            }
-        }
-
-        impl<T> IndexMut<$t> for [T] {
-            #[inline]
-            fn index_mut(&mut self, i: $t) -> &mut T {
-                &mut self[i.index()]
-            }
-        }
-
-        impl<T> Index<$t> for alloc::vec::Vec<T> {
-            type Output = T;
-            #[inline]
-            fn index(&self, i: $t) -> &T {
-                &self[i.index()]
-            }
-        }
-
-        impl<T> IndexMut<$t> for alloc::vec::Vec<T> {
-            #[inline]
-            fn index_mut(&mut self, i: $t) -> &mut T {
-                &mut self[i.index()]
-            }
-        }
-    };
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
 }
-dense_index!(CopyIdx);
-dense_index!(SplitIdx);
+
+impl SplitIdx {
+    /// Entry `i` (`i` below `u32::MAX`: the plan is smaller).
+    #[inline]
+    pub fn at(i: usize) -> SplitIdx {
+        SplitIdx(i as u32)
+    }
+}
+
+index_by!(CopyIdx, index);
 
 /// Where a tensor's memory is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
