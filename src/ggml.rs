@@ -179,9 +179,15 @@ impl TensorRef {
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
     pub fn same_layout(self, other: TensorRef) -> bool {
         let (a, b) = (self.get(), other.get());
-        // (copies: no reference into a struct that is packed on 32-bit ARM)
-        let (ane, bne) = (a.ne, b.ne);
-        a.type_ == b.type_ && ane == bne && a.nb == b.nb
+        // (copies: no reference into a struct that is packed on 32-bit ARM;
+        // every field compared without a branch: the placement asks this of
+        // nearly every node, and a reuse asks it again)
+        let (ane, bne, anb, bnb) = (a.ne, b.ne, a.nb, b.nb);
+        let mut diff = (a.type_ ^ b.type_) as u64;
+        for i in 0..4 {
+            diff |= (ane[i] ^ bne[i]) as u64 | (anb[i] ^ bnb[i]) as u64;
+        }
+        diff == 0
     }
 }
 

@@ -26,7 +26,7 @@ use core::ffi::c_void;
 use super::ids::{BackendIdx, Slot, SlotId};
 use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
 use super::plan::Refusal;
-use super::record::{PlaceAnswers, PlaceRead, Record};
+use super::record::{trim, PlaceAnswers, Record};
 use super::table::Table;
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
@@ -227,7 +227,7 @@ impl Galloc {
             let g = t.get();
             g.data as usize == data && g.buffer as usize == k.buffers[usize::from(b)] && g.view_src == vsrc_ptr(v) && g.op == i32::from(op)
         });
-        same && log.placement_holds(&mut CPlaceProbe { table, extras: &[], buffers: &arenas.buffers, log: None })
+        same && log.placement_holds(&mut Recheck { table, buffers: &arenas.buffers })
     }
 
     /// Set the tensors' fields as planned and call the buffers' tensor
@@ -368,6 +368,30 @@ fn tensor_of(table: &Table, extras: &[*mut wsp_ggml_tensor], id: Slot) -> Tensor
     unsafe { TensorRef::new(p) }.expect("a planned tensor")
 }
 
+/// A kept plan's questions asked again, of the table's tensors now (a kept
+/// plan has no extra tensors).
+struct Recheck<'a> {
+    table: &'a Table,
+    buffers: &'a [BufferRef<'a>],
+}
+
+impl PlaceAnswers for Recheck<'_> {
+    #[inline(always)]
+    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
+        self.buffers[b.get()].alloc_size(self.table.tensor(id))
+    }
+
+    #[inline(always)]
+    fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
+        self.table.tensor(a).same_layout(self.table.tensor(b))
+    }
+
+    #[inline(always)]
+    fn view_offs(&mut self, id: Slot) -> usize {
+        self.table.tensor(id).get().view_offs
+    }
+}
+
 /// The placement's questions, answered by C now; logged in `log`'s
 /// placement chapter when there is one (the plan may be kept).
 struct CPlaceProbe<'a> {
@@ -380,13 +404,6 @@ struct CPlaceProbe<'a> {
 impl CPlaceProbe<'_> {
     fn tensor(&self, id: Slot) -> TensorRef {
         tensor_of(self.table, self.extras, id)
-    }
-
-    #[inline(always)]
-    fn note(&mut self, r: PlaceRead) {
-        if let Some(log) = &mut self.log {
-            log.placement(r);
-        }
     }
 }
 
@@ -411,21 +428,27 @@ impl PlaceProbe for CPlaceProbe<'_> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         let bytes = PlaceAnswers::alloc_size(self, b, id);
-        self.note(PlaceRead::Size { id, b, bytes });
+        if let Some(log) = &mut self.log {
+            log.place_size(id, b, bytes);
+        }
         bytes
     }
 
     #[inline(always)]
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
         let yes = PlaceAnswers::same_layout(self, a, b);
-        self.note(PlaceRead::Layout { id: a, other: b, yes });
+        if let Some(log) = &mut self.log {
+            log.place_layout(a, b, yes);
+        }
         yes
     }
 
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
         let offs = PlaceAnswers::view_offs(self, id);
-        self.note(PlaceRead::Offs { id, offs });
+        if let Some(log) = &mut self.log {
+            log.place_offs(id, offs);
+        }
         offs
     }
 
@@ -439,13 +462,5 @@ impl PlaceProbe for CPlaceProbe<'_> {
 
     fn backend_name(&self, b: BackendIdx) -> String {
         self.buffers[b.get()].backend().map_or_else(String::new, |b| b.name_lossy())
-    }
-}
-
-/// Give back a kept vector's spare capacity when it is well above its
-/// length (a graph computed again refills it to the same length).
-fn trim<T>(v: &mut Vec<T>) {
-    if v.capacity() > v.len() + v.len() / 8 + 16 {
-        v.shrink_to_fit();
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A split is made in three steps: a **snapshot** (`Registrar`: every
 //! tensor the split touches gets a table slot, with what registration reads
-//! of it, `Seen`, and the graph's structure in slots), the **plan** over
+//! of it (table.rs), and the graph's structure in slots), the **plan** over
 //! that snapshot, and the **apply** step (state.rs: copies, patches, the
 //! placement's walk). Whatever else the planner needs of C it asks the
 //! [`CProbe`] here, which reads C and logs every answer that can change the
@@ -15,7 +15,7 @@ use super::ids::{BackendIdx, Loc, Slot, SlotId};
 use super::plan::{NodeInfo, Probe, SlotInfo};
 use super::record::{Answers, Record};
 use super::state::State;
-use super::table::{Attempt, Full, Seen, Table};
+use super::table::{flags_of, Attempt, Full, Table};
 use crate::fatal::fatal;
 use crate::ggml::{self, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
@@ -194,8 +194,7 @@ impl Registrar<'_> {
     #[inline(always)]
     fn describe(&mut self, slot: Slot, t: TensorRef, listed: bool) {
         // (the view source's slot is set when it is registered)
-        let seen = Seen::read(t, |t| locate(self.backends, t));
-        self.st.table.info[slot] = SlotInfo::registered(seen.loc, seen.flags);
+        self.st.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.as_ptr() as usize as u64) {
                 self.st.user_slots.insert(slot.key(), b);

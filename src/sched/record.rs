@@ -43,19 +43,30 @@ pub struct Record {
     /// (slot, bytes) of every size compared, as asked.
     sizes: Vec<(Slot, usize)>,
     /// The placement's questions (its chapter: empty unless its plan is kept).
-    placement: Vec<PlaceRead>,
+    placement: PlaceLog,
 }
 
-/// A question the placement asked C about a tensor (besides what it
-/// loaded of every tensor), with its answer.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum PlaceRead {
-    /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
-    Size { id: Slot, b: BackendIdx, bytes: usize },
-    /// Whether tensors `id` and `other` have the same type, shape and strides.
-    Layout { id: Slot, other: Slot, yes: bool },
-    /// Tensor `id`'s `view_offs`.
-    Offs { id: Slot, offs: usize },
+/// The questions the placement asked C about the tensors (besides what it
+/// loaded of every tensor), with their answers: one list per kind of
+/// question, so that checking them again is a plain loop per kind (the
+/// order of asking does not matter).
+#[derive(Default)]
+struct PlaceLog {
+    /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`: (id, b, bytes).
+    sizes: Vec<(Slot, BackendIdx, usize)>,
+    /// Whether two tensors have the same type, shape and strides (one per
+    /// node computed in place, or considered for it).
+    layouts: Vec<(Slot, Slot, bool)>,
+    /// A tensor's `view_offs`.
+    offs: Vec<(Slot, usize)>,
+}
+
+impl PlaceLog {
+    fn clear(&mut self) {
+        self.sizes.clear();
+        self.layouts.clear();
+        self.offs.clear();
+    }
 }
 
 /// Who answers the placement's logged questions again (galloc.rs: C, now).
@@ -86,27 +97,39 @@ impl Record {
         self.placement.clear();
     }
 
-    /// The placement asked `r`.
+    /// The placement asked backend `b`'s buffer for the size of `id`.
     #[inline]
-    pub fn placement(&mut self, r: PlaceRead) {
-        self.placement.push(r);
+    pub fn place_size(&mut self, id: Slot, b: BackendIdx, bytes: usize) {
+        self.placement.sizes.push((id, b, bytes));
+    }
+
+    /// The placement asked whether `a` and `b` have the same layout.
+    #[inline]
+    pub fn place_layout(&mut self, a: Slot, b: Slot, yes: bool) {
+        self.placement.layouts.push((a, b, yes));
+    }
+
+    /// The placement read `id`'s view offset.
+    #[inline]
+    pub fn place_offs(&mut self, id: Slot, offs: usize) {
+        self.placement.offs.push((id, offs));
     }
 
     /// Whether every question of the placement's chapter gets the same
     /// answer from `now`.
     pub fn placement_holds(&self, now: &mut impl PlaceAnswers) -> bool {
-        self.placement.iter().all(|&r| match r {
-            PlaceRead::Size { id, b, bytes } => now.alloc_size(b, id) == bytes,
-            PlaceRead::Layout { id, other, yes } => now.same_layout(id, other) == yes,
-            PlaceRead::Offs { id, offs } => now.view_offs(id) == offs,
-        })
+        let log = &self.placement;
+        log.layouts.iter().all(|&(a, b, yes)| now.same_layout(a, b) == yes)
+            && log.sizes.iter().all(|&(id, b, bytes)| now.alloc_size(b, id) == bytes)
+            && log.offs.iter().all(|&(id, offs)| now.view_offs(id) == offs)
     }
 
     /// Held between computes: no spare capacity in the placement's chapter.
     pub fn trim_placement(&mut self) {
-        if self.placement.capacity() > self.placement.len() + self.placement.len() / 8 + 16 {
-            self.placement.shrink_to_fit();
-        }
+        let log = &mut self.placement;
+        trim(&mut log.sizes);
+        trim(&mut log.layouts);
+        trim(&mut log.offs);
     }
 
     /// Forget the split and give the memory back.
@@ -139,5 +162,13 @@ impl Record {
     #[cfg(test)]
     pub fn compared_sizes(&self) -> bool {
         !self.sizes.is_empty()
+    }
+}
+
+/// Give back a vector's spare capacity when it is well above its length
+/// (a split computed again refills it to the same length).
+pub(super) fn trim<T>(v: &mut Vec<T>) {
+    if v.capacity() > v.len() + v.len() / 8 + 16 {
+        v.shrink_to_fit();
     }
 }

@@ -27,10 +27,10 @@
 //! are then. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
-use super::ids::{Loc, Slot};
+use super::ids::{PackedLoc, Slot};
 use super::probe::{locate, Again};
 use super::state::State;
-use super::table::Seen;
+use super::table::{flags_of, Table};
 use crate::ggml::{GraphRef, TensorRef};
 use crate::handle::BackendRef;
 
@@ -39,21 +39,43 @@ use crate::handle::BackendRef;
 struct Locator<'a> {
     backends: &'a [BackendRef<'a>],
     buffer: *mut crate::handle::wsp_ggml_backend_buffer,
-    loc: Loc,
+    loc: PackedLoc,
 }
 
 impl Locator<'_> {
     #[inline]
-    fn locate(&mut self, t: TensorRef) -> Loc {
+    fn locate(&mut self, t: TensorRef) -> PackedLoc {
         let buffer = t.buffer();
         if buffer.is_null() {
-            return Loc::Nowhere;
+            return PackedLoc::nowhere();
         }
         if buffer != self.buffer {
             self.buffer = buffer;
-            self.loc = locate(self.backends, t);
+            self.loc = locate(self.backends, t).into();
         }
         self.loc
+    }
+}
+
+/// What registration read of the tensors in a table (see table.rs), read
+/// again.
+struct Reread<'a> {
+    table: &'a Table,
+    locator: Locator<'a>,
+}
+
+impl Reread<'_> {
+    /// Whether tensor `t` (registered in `slot`) is as registration read
+    /// it: compared field by field as the table stores them.
+    #[inline(always)]
+    fn same(&mut self, t: TensorRef, slot: Slot) -> bool {
+        let info = &self.table.info[slot];
+        let view_src = t.get().view_src;
+        let same_vsrc = match info.vsrc {
+            None => view_src.is_null(),
+            Some(v) => view_src == self.table.keys()[v.slot()],
+        };
+        same_vsrc && flags_of(t) == info.flags && self.locator.locate(t) == info.packed_loc
     }
 }
 
@@ -68,9 +90,8 @@ impl State {
         }
         let (keys, table) = (st.table.keys(), &st.table);
         let key = |slot: Slot| keys[slot];
-        let mut locator = Locator { backends, buffer: core::ptr::null_mut(), loc: Loc::Nowhere };
-        // what registration read of tensor `slot`, read again from `t`
-        let mut same = |t: TensorRef, slot: Slot| Seen::read(t, |t| locator.locate(t)) == table.seen(slot);
+        let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
+        let mut same = |t: TensorRef, slot: Slot| reread.same(t, slot);
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
                 Some(t) if t.as_ptr() == key(slot) && same(t, slot) => {}

@@ -9,28 +9,14 @@
 
 use crate::prelude::*;
 
-use super::ids::{Loc, Slot};
+use super::ids::Slot;
 use super::plan::SlotInfo;
 use crate::ggml::{wsp_ggml_tensor, TensorRef};
 
-/// What registration reads of a tensor, and a reuse reads again: its view
-/// source, its flags and where its memory is. The table keeps it in the
-/// tensor's [`SlotInfo`] (the view source as a slot); [`Table::seen`] gives
-/// it back, so a reuse compares one value per tensor.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) struct Seen {
-    pub view_src: *mut wsp_ggml_tensor,
-    pub flags: u8,
-    pub loc: Loc,
-}
-
-impl Seen {
-    /// Read `t` now; `locate` finds the backend of its buffer.
-    #[inline]
-    pub fn read(t: TensorRef, locate: impl FnOnce(TensorRef) -> Loc) -> Seen {
-        Seen { view_src: t.get().view_src, flags: flags_of(t), loc: locate(t) }
-    }
-}
+// What registration reads of a tensor, and a reuse (reuse.rs) reads again
+// and compares: its view source, its flags ([`flags_of`]) and where its
+// memory is (probe.rs, `locate`). The table keeps them in the tensor's
+// [`SlotInfo`] (the view source as a slot).
 
 /// The flags of `t` ([`SlotInfo::HAS_DATA`], [`SlotInfo::VIEW_OP`],
 /// [`SlotInfo::COMPUTED`]).
@@ -222,14 +208,6 @@ impl Table {
         self.len += 1;
         self.steps += steps;
         Ok((Slot::at(i), true))
-    }
-
-    /// What registration read of the tensor in `slot`.
-    #[inline]
-    pub fn seen(&self, slot: Slot) -> Seen {
-        let i = &self.info[slot];
-        let view_src = i.view_src().map_or(core::ptr::null_mut(), |v| self.keys[v]);
-        Seen { view_src, flags: i.flags, loc: i.loc() }
     }
 
     /// The tensor in a registered slot.
