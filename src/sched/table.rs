@@ -346,8 +346,15 @@ mod tests {
         }
         assert_eq!(t.find(&mut ts[n]), None);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), n);
+        for &s in &slots {
+            t.info[s] = SlotInfo::registered(super::super::ids::Loc::Foreign, SlotInfo::COMPUTED);
+        }
+        // (the same size again: the slots in use are cleared, not the arrays refilled)
+        let size = t.size();
         t.reset(10, 0);
+        assert_eq!(t.size(), size);
         assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), 0);
+        assert!(t.info.iter().all(|&i| i == SlotInfo::EMPTY), "a free slot has no facts");
     }
 
     #[test]
