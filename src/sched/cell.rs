@@ -114,7 +114,7 @@ impl SchedCell {
         let func = "wsp_ggml_backend_sched_graph_compute";
         let n_splits = self.with_mut(func, |s| {
             check(s.is_measured(), func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            s.plan_and_place(graph, func);
+            s.prepare(graph, func);
             s.st.plan.splits.len()
         });
         self.mode.set(Mode::Computing);

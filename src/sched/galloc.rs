@@ -265,10 +265,11 @@ impl Galloc {
         }
     }
 
-    /// Give the working memory back (it is as large as the table; a
-    /// scheduler holds it only while it places a split). A kept plan keeps
-    /// what applying it again and checking it need.
-    pub fn release(&mut self) {
+    /// The plan is applied or measured: give its working memory back (it
+    /// is as large as the table; a scheduler holds it only while it places
+    /// a split). A kept plan keeps what applying it again and checking it
+    /// need.
+    pub fn end_plan(&mut self) {
         self.placement.release();
         self.extra.clear(0);
         if !self.kept.as_ref().is_some_and(|k| k.generation.is_some()) {
@@ -278,10 +279,11 @@ impl Galloc {
         }
     }
 
-    /// Forget the kept plan (the split it placed is gone).
-    pub fn forget(&mut self) {
+    /// Forget everything, the kept plan too (the split it placed is
+    /// gone), and give the memory back.
+    pub fn release(&mut self) {
         self.kept = None;
-        self.release();
+        self.end_plan();
     }
 
     /// Tensor `id`: a table slot, or an extra tensor past the table.

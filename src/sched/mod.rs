@@ -27,6 +27,28 @@
 //! snapshot, and the passes' door to C), `reuse` (is the last split still
 //! valid), `fit` (growing compute buffers), `cell` (borrows around user
 //! code). ggml-alloc's allocator itself is owned through `crate::talloc`.
+//!
+//! The driver (this file) runs every call as the same phases:
+//! - **snapshot**: register the graph's tensors (probe.rs, `Registrar`);
+//! - **reuse?**: the last split still holds (reuse.rs, `still_valid`), or
+//!   else **plan** (the passes, `plan::plan_split`) and apply the split
+//!   (copies, patches, the placement's walk, split views): [`Sched::split`];
+//! - **place**: plan where the tensors go, or keep the last placement
+//!   while it holds (galloc.rs), growing a buffer too small (fit.rs), then
+//!   **apply** it to the tensors: [`Sched::place`];
+//! - **exec**: copy each split's inputs and compute it (cell.rs);
+//! - **finish**: give the graph its sources back, reset the allocators,
+//!   drop the user's assignments: [`Sched::finish`].
+//!
+//! `graph_compute` runs them all ([`Sched::prepare`], then cell.rs);
+//! `init_measure` and `reserve` snapshot, plan and place into endless
+//! buffers, then size the real ones ([`Sched::measure`]); `reset` finishes
+//! and releases the split.
+//!
+//! Teardown verbs mean one thing each: `clear` forgets the contents and
+//! keeps the memory (for the next split); `release` forgets them and gives
+//! the memory back (what Drop does at the end); `finish` ends a call (the
+//! phase above); `reset` is the C API's.
 
 use crate::prelude::*;
 
@@ -53,10 +75,18 @@ use crate::talloc::Tallocr;
 use ids::BackendIdx;
 use plan::{Refusal, Settings};
 use probe::{CProbe, Registrar};
+use record::Standing;
 use table::{Attempt, Retry};
 
 pub use cell::SchedCell;
 use fit::NeedsFallback;
+
+/// Whether a compute's split is the last one, reused, or new.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Split {
+    Reused,
+    New,
+}
 use galloc::{Ends, TooSmall};
 use state::{nanos, refresh_copy, BackendRecord, Phase, State};
 pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
@@ -139,7 +169,7 @@ impl Sched {
         let kept: Vec<Option<Tallocr<'static>>> =
             self.backends.iter_mut().map(|r| real.then(|| core::mem::replace(&mut r.talloc, Tallocr::measure(r.backend)))).collect();
         self.phase = Phase::Measuring;
-        self.split_graph(graph, func);
+        self.split(graph, func);
         self.clear_stats();
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
@@ -173,13 +203,13 @@ impl Sched {
     }
 
     /// `wsp_ggml_backend_sched_reset`: forget user assignments and the last
-    /// split graph; reset the allocators.
+    /// split graph (releasing its memory); reset the allocators.
     pub fn reset(&mut self) {
         self.finish();
         self.st.clear_split();
         self.st.table.release();
-        self.st.reuse.forget();
-        self.galloc.forget();
+        self.st.reuse.release();
+        self.galloc.release();
         self.clear_stats();
     }
 
@@ -321,35 +351,37 @@ impl Sched {
         input.nbytes()
     }
 
-    /// A compute's plan and placement, before anything runs: split the graph
-    /// (or reuse the last split), then place its tensors. Where the placement
-    /// cannot fit with `set_node_backend`'s assignments (a backend could not
-    /// grow its buffer), they are dropped and the graph is split again: the
-    /// driver decides, the placement never calls the passes.
-    pub(super) fn plan_and_place(&mut self, graph: GraphRef, func: &str) {
-        let new = self.split_graph(graph, func);
-        if self.allocate(!new, func).is_ok() {
+    /// A compute's phases before anything runs: snapshot, reuse? or plan,
+    /// and apply the split ([`Sched::split`]), then place and apply the
+    /// placement ([`Sched::place`]). Where the placement cannot fit with
+    /// `set_node_backend`'s assignments (a backend could not grow its
+    /// buffer), they are dropped and the graph is split again: the driver
+    /// decides, the placement never calls the passes.
+    pub(super) fn prepare(&mut self, graph: GraphRef, func: &str) {
+        let split = self.split(graph, func);
+        if self.place(split, func).is_ok() {
             self.clear_stats();
             return;
         }
         self.user.clear(0);
         self.st.unpatch();
-        let new = self.split_graph(graph, func);
-        if self.allocate(!new, func).is_err() {
+        let split = self.split(graph, func);
+        if self.place(split, func).is_err() {
             unreachable!("without user assignments a placement that cannot grow stops with a message");
         }
         self.clear_stats();
     }
 
-    /// Plan the split's allocation and apply it; `reused`: the split is the
-    /// last compute's, whose placement is applied again if it still holds
-    /// (galloc.rs, `Galloc::still_holds`). A buffer too small for the
+    /// Plan the split's placement and apply it; a reused split's last
+    /// placement is applied again if it still holds (galloc.rs,
+    /// `Galloc::still_holds`). A buffer too small for the
     /// plan grows first (fit.rs); where a backend cannot allocate a larger
     /// buffer, the split does not fit with `set_node_backend`'s assignments
     /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
     /// is what the original computes); without assignments to drop, it
     /// stops with a message.
-    fn allocate(&mut self, reused: bool, func: &str) -> Result<(), NeedsFallback> {
+    fn place(&mut self, split: Split, func: &str) -> Result<(), NeedsFallback> {
+        let reused = split == Split::Reused;
         if reused {
             let arenas = fit::arenas(&self.backends, &self.st);
             if self.galloc.still_holds(&self.st.table, &arenas, &self.st.reuse) {
@@ -366,7 +398,7 @@ impl Sched {
             let st = &mut self.st;
             let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
-                self.galloc.release();
+                self.galloc.end_plan();
                 return Ok(());
             };
             let endless = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
@@ -414,11 +446,11 @@ impl Sched {
             unreachable!("an endless buffer fits any split");
         }
         drop(arenas);
-        self.galloc.release();
+        self.galloc.end_plan();
         self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
 
-    /// Print the assignments and splits of the last split_graph to stderr.
+    /// Print the assignments and splits of the last split to stderr.
     fn print_assignments(&self, graph: GraphRef) {
         use core::fmt::Write;
         let st = &self.st;
@@ -506,8 +538,7 @@ impl Sched {
     /// Assign every node to a backend and cut the graph into splits; reuse
     /// the last split when the graph and everything it depends on are
     /// unchanged.
-    /// Returns whether the split is new (not the last one, reused).
-    pub(super) fn split_graph(&mut self, graph: GraphRef, func: &str) -> bool {
+    fn split(&mut self, graph: GraphRef, func: &str) -> Split {
         let backends = self.refs();
         let reused = self.user.is_empty() && self.st.still_valid(&backends, graph);
         if reused {
@@ -529,12 +560,16 @@ impl Sched {
                 self.st.unpatch();
             };
             self.st.sizing.split_made(&self.st.table, listed);
-            self.st.reuse.valid = self.user.is_empty() && !lenient;
+            self.st.reuse.standing = Standing::of_split(!self.user.is_empty(), lenient);
         }
         if self.debug {
             self.print_assignments(graph);
         }
-        !reused
+        if reused {
+            Split::Reused
+        } else {
+            Split::New
+        }
     }
 }
 

@@ -30,11 +30,38 @@ impl Supports {
     }
 }
 
+/// Whether the split in the tables may be reused, and if not, why.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Standing {
+    /// No complete split: none made yet, or cleared (a new split starts
+    /// with this, so one given up half-way is never reused).
+    #[default]
+    Cleared,
+    /// Made with `set_node_backend` assignments, which hold for one compute.
+    UserAssigned,
+    /// Made leniently (a measure that let an unsupported op through): the
+    /// original would have stopped, so it is never reused.
+    Lenient,
+    /// Made from the graph alone: reused while everything it read holds.
+    Reusable,
+}
+
+impl Standing {
+    /// The standing of a split just made.
+    pub fn of_split(user_assigned: bool, lenient: bool) -> Standing {
+        match (user_assigned, lenient) {
+            (true, _) => Standing::UserAssigned,
+            (false, true) => Standing::Lenient,
+            (false, false) => Standing::Reusable,
+        }
+    }
+}
+
 /// What the last split read besides the table's entries.
 #[derive(Default)]
 pub struct Record {
-    /// The tables describe a complete split made without user assignments.
-    pub valid: bool,
+    /// Whether the split may be reused.
+    pub standing: Standing,
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node): checked on their own.
     pub unlisted: Vec<Slot>,
@@ -85,7 +112,7 @@ pub trait Answers {
 impl Record {
     /// Before a new split.
     pub fn clear(&mut self) {
-        self.valid = false;
+        self.standing = Standing::Cleared;
         self.unlisted.clear();
         self.supports.clear();
         self.sizes.clear();
@@ -133,7 +160,7 @@ impl Record {
     }
 
     /// Forget the split and give the memory back.
-    pub fn forget(&mut self) {
+    pub fn release(&mut self) {
         *self = Record::default();
     }
 

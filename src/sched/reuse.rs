@@ -29,6 +29,7 @@
 
 use super::ids::{PackedLoc, Slot};
 use super::probe::{locate, Again};
+use super::record::Standing;
 use super::state::State;
 use super::table::{flags_of, Table};
 use crate::ggml::{GraphRef, TensorRef};
@@ -85,7 +86,7 @@ impl State {
     pub(super) fn still_valid(&self, backends: &[BackendRef], graph: GraphRef) -> bool {
         let st = self;
         let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
-        if !st.reuse.valid || nodes.len() != st.graph.nodes.len() || leafs.len() != st.graph.leafs.len() {
+        if st.reuse.standing != Standing::Reusable || nodes.len() != st.graph.nodes.len() || leafs.len() != st.graph.leafs.len() {
             return false;
         }
         let (keys, table) = (st.table.keys(), &st.table);

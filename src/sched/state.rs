@@ -72,7 +72,7 @@ impl Drop for Redirections {
 ///   computed; the placement (galloc.rs) follows, and after the compute the
 ///   patches are undone.
 ///
-/// Invariants, between split_graph and the end of the compute:
+/// Invariants, between a split (`Sched::split`) and the end of the compute:
 /// - every slot named anywhere here is registered in `table`; a slot
 ///   without a backend has `assign: None` (table.rs);
 /// - `nodes[i]` is graph node i; its sources' slots are
