@@ -112,6 +112,22 @@ pub(in crate::sched) struct Planner<'a, P: Probe> {
     notes: Vec<String>,
 }
 
+/// Whether pass 3 ran before pass 4's walk, or pass 4 checks that it
+/// would place nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass3 {
+    Done,
+    Checked,
+}
+
+/// How pass 4's walk ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Walk {
+    Done,
+    /// Pass 3 would place a tensor: the walk stopped ([`Pass3::Checked`]).
+    Pass3Places,
+}
+
 /// What planning a split gave besides the plan itself.
 pub(in crate::sched) struct Planned {
     /// See `Planner::lenient`.
@@ -277,8 +293,19 @@ impl<P: Probe> Planner<'_, P> {
         self.pass1_from_locations()?;
         self.pass2_from_sources();
         self.move_unsupported_nodes()?;
+        // Pass 3 places nothing when every source of an assigned node has a
+        // backend already (the graph's inputs and weights are allocated):
+        // then pass 4 alone is the same plan, and its walk checks that as
+        // it goes. Otherwise, or where that walk refuses (pass 3 could have
+        // given the node it refused a backend), the passes run as written.
+        if let Ok(Walk::Done) = self.pass4_split(Pass3::Checked) {
+            return Ok(());
+        }
+        self.plan.clear();
         self.pass3_from_consumers()?;
-        self.pass4_split()
+        let walk = self.pass4_split(Pass3::Done)?;
+        debug_assert!(walk == Walk::Done);
+        Ok(())
     }
 
     /// Pass 1: leafs and nodes whose memory (or view source, or a source's
@@ -572,13 +599,16 @@ impl<P: Probe> Planner<'_, P> {
     /// and plan copies on the split's backend for sources living elsewhere
     /// (made by `make_copies`, patched into the graph by `State::patch`). A
     /// node still without a backend would crash the original later; we
-    /// refuse it instead.
-    fn pass4_split(&mut self) -> Result<(), Refusal> {
+    /// refuse it instead. With [`Pass3::Checked`], pass 3 has not run: the
+    /// walk stops ([`Walk::Pass3Places`]) at the first assigned node with a
+    /// source without a backend, which pass 3 would have placed.
+    fn pass4_split(&mut self, pass3: Pass3) -> Result<Walk, Refusal> {
         let n = self.graph.nodes.len();
         let Some(mut cur) = self.first_split_backend() else {
-            // No node has a backend: each must be a view of memory that is
-            // set (nothing to compute).
-            return (0..n).try_for_each(|i| self.accept_unassigned_node(i));
+            // No node has a backend (so pass 3 places nothing): each must
+            // be a view of memory that is set (nothing to compute).
+            (0..n).try_for_each(|i| self.accept_unassigned_node(i))?;
+            return Ok(Walk::Done);
         };
         self.plan.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
         for i in 0..n {
@@ -587,6 +617,9 @@ impl<P: Probe> Planner<'_, P> {
                 self.accept_unassigned_node(i)?; // a view of memory that is set, or a refusal
                 continue;
             };
+            if pass3 == Pass3::Checked && self.node_srcs(i).any(|k| self.assign(self.graph.srcs[k]).is_none()) {
+                return Ok(Walk::Pass3Places);
+            }
             if self.view_op(info.slot) {
                 continue;
             }
@@ -599,7 +632,7 @@ impl<P: Probe> Planner<'_, P> {
             }
             self.route_inputs(i, cur)?;
         }
-        Ok(())
+        Ok(Walk::Done)
     }
 
     /// The first split's backend: that of the first node that is not a view.
