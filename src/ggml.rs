@@ -84,10 +84,13 @@ impl TensorRef {
     }
     /// Sources in order, stopping at the first NULL as ggml does.
     pub fn srcs(self) -> impl Iterator<Item = (usize, TensorRef)> {
-        let src = self.get().src;
-        // SAFETY: the sources of a live tensor are NULL or live tensors, live
-        // as long as the tensor (ggml's contract).
-        src.into_iter().map_while(|p| unsafe { TensorRef::new(p) }).enumerate()
+        // (one source read per step, not the whole array copied first: the
+        // scheduler reads every node's sources once or twice per compute)
+        (0..WSP_GGML_MAX_SRC)
+            // SAFETY: the sources of a live tensor are NULL or live tensors,
+            // live as long as the tensor (ggml's contract).
+            .map_while(move |j| unsafe { TensorRef::new(self.get().src[j]) })
+            .enumerate()
     }
     pub fn set_src(self, j: usize, t: TensorRef) {
         // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.

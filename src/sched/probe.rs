@@ -119,13 +119,20 @@ impl Registrar<'_> {
             };
             self.st.graph.leafs.push((slot, vsrc.map(SlotId::from)));
         }
+        // The node before: ggml builds a graph op by op, so a node's source
+        // is most often the node just before it, found without hashing.
+        let mut last: Option<(TensorRef, Slot)> = None;
         for (i, node) in graph.node_entries().enumerate() {
             let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
             let slot = self.register_listed(node)?;
             for (_, src) in node.srcs() {
-                let s = self.register(src, false)?;
+                let s = match last {
+                    Some((t, s)) if t == src => s,
+                    _ => self.register(src, false)?,
+                };
                 self.st.graph.srcs.push(s);
             }
+            last = Some((node, slot));
             let vsrc = match node.view_src() {
                 Some(v) => Some(self.register(v, false)?),
                 None => None,
