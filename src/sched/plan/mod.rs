@@ -149,7 +149,25 @@ pub(in crate::sched) fn plan_split<P: Probe>(
     settings: Settings<'_>,
 ) -> Result<Planned, (Refusal, Vec<String>)> {
     let mut p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
-    match p.run() {
+    match p.run(Pass3::Checked) {
+        Ok(()) => Ok(Planned { lenient: p.lenient, notes: p.notes }),
+        Err(r) => Err((r, p.notes)),
+    }
+}
+
+/// [`plan_split`] with every pass run as written (pass 3 walks the graph
+/// before pass 4): the same plan, what the tests compare it with.
+#[cfg(test)]
+pub(in crate::sched) fn plan_split_as_written<P: Probe>(
+    probe: &mut P,
+    slots: &mut [SlotInfo],
+    graph: &GraphSlots,
+    user: &PtrMap,
+    plan: &mut SplitPlan,
+    settings: Settings<'_>,
+) -> Result<Planned, (Refusal, Vec<String>)> {
+    let mut p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
+    match p.run(Pass3::Done) {
         Ok(()) => Ok(Planned { lenient: p.lenient, notes: p.notes }),
         Err(r) => Err((r, p.notes)),
     }
@@ -288,8 +306,10 @@ impl<P: Probe> Planner<'_, P> {
 }
 
 impl<P: Probe> Planner<'_, P> {
-    /// The passes: assignments, splits, input copies.
-    fn run(&mut self) -> Result<(), Refusal> {
+    /// The passes: assignments, splits, input copies. `pass3`: whether
+    /// pass 4 first checks that pass 3 would place nothing (see below), or
+    /// pass 3 runs first (the passes as written).
+    fn run(&mut self, pass3: Pass3) -> Result<(), Refusal> {
         self.pass1_from_locations()?;
         self.pass2_from_sources();
         self.move_unsupported_nodes()?;
@@ -298,10 +318,12 @@ impl<P: Probe> Planner<'_, P> {
         // then pass 4 alone is the same plan, and its walk checks that as
         // it goes. Otherwise, or where that walk refuses (pass 3 could have
         // given the node it refused a backend), the passes run as written.
-        if let Ok(Walk::Done) = self.pass4_split(Pass3::Checked) {
-            return Ok(());
+        if pass3 == Pass3::Checked {
+            if let Ok(Walk::Done) = self.pass4_split(Pass3::Checked) {
+                return Ok(());
+            }
+            self.plan.clear();
         }
-        self.plan.clear();
         self.pass3_from_consumers()?;
         let walk = self.pass4_split(Pass3::Done)?;
         debug_assert!(walk == Walk::Done);

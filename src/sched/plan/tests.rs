@@ -3,7 +3,7 @@
 
 use crate::prelude::*;
 
-use super::{plan_split, GraphSlots, NodeInfo, Probe, Refusal, Settings, SlotInfo, SplitPlan};
+use super::{plan_split, plan_split_as_written, GraphSlots, NodeInfo, Probe, Refusal, Settings, SlotInfo, SplitPlan};
 use crate::ptrmap::PtrMap;
 use crate::sched::ids::{BackendIdx, CopyIdx, Loc, Rule, Slot, SlotId};
 
@@ -165,6 +165,12 @@ impl Snap {
     }
 
     fn try_plan(&self) -> Result<Planned, Refusal> {
+        self.try_plan_with(false)
+    }
+
+    /// The plan of `plan_split`, or of `plan_split_as_written`.
+    fn try_plan_with(&self, as_written: bool) -> Result<Planned, Refusal> {
+        let planner = if as_written { plan_split_as_written } else { plan_split };
         let mut slots = self.slots.clone();
         let mut plan = SplitPlan::default();
         let mut probe = Fake {
@@ -176,7 +182,7 @@ impl Snap {
             asked_supports: Vec::new(),
         };
         let settings = Settings { accepts_all: &self.accepts_all, debug: true, measuring: self.measuring };
-        let done = plan_split(&mut probe, &mut slots, &self.graph, &self.user, &mut plan, settings).map_err(|(r, _)| r)?;
+        let done = planner(&mut probe, &mut slots, &self.graph, &self.user, &mut plan, settings).map_err(|(r, _)| r)?;
         Ok(Planned { slots, plan, lenient: done.lenient, asked_sizes: probe.asked_sizes, asked_supports: probe.asked_supports })
     }
 
@@ -502,10 +508,24 @@ fn random_graphs_get_plans_that_keep_the_planners_promises() {
             s.assign(n, rng.below(nb));
         }
         s.measuring = rng.below(4) == 0;
+        // pass 4 checking that pass 3 places nothing plans as the passes
+        // as written do, refusals included
+        let written = s.try_plan_with(true);
         let Ok(p) = s.try_plan() else {
+            let (Err(Refusal(why)), Err(Refusal(written))) = (s.try_plan(), written) else {
+                panic!("case {case}: refused, but planned with the passes as written");
+            };
+            assert_eq!(why, written, "case {case}");
             refused += 1;
             continue;
         };
+        let written = written.unwrap_or_else(|Refusal(why)| panic!("case {case}: planned, but refused as written: {why}"));
+        assert_eq!(p.slots, written.slots, "case {case}: the same assignments as with the passes as written");
+        assert_eq!(p.splits(), written.splits(), "case {case}");
+        assert_eq!(p.lenient, written.lenient, "case {case}");
+        let plan_of = |p: &Planned| format!("{:?} {:?} {:?}", p.plan.inputs, p.plan.patches, p.plan.copy_of);
+        assert_eq!(plan_of(&p), plan_of(&written), "case {case}: the same inputs, patches and copies");
+        assert_eq!((&p.asked_sizes, &p.asked_supports), (&written.asked_sizes, &written.asked_supports), "case {case}");
         planned += 1;
         let again = s.plan();
         assert_eq!(p.slots, again.slots, "case {case}: the same snapshot plans the same");
