@@ -466,6 +466,7 @@ fn fuzz_regressions() {
         (648191378538, 60),  // measure: a node placed by its consumer's rejecting backend, an input without memory yet
         (588818986053, 60),  // measure: an input copy of a view whose memory is allocated later in the split
         (611999249250, 60),  // measure: a cpy into an input that pass 3 placed on a backend rejecting CPY
+        (599558631070, 60),  // a grown buffer needs more (no in place in the caller's inputs): grow twice
     ];
     check_all(seeds);
 }
