@@ -148,11 +148,8 @@ pub(in crate::sched) fn plan_split<P: Probe>(
     plan: &mut SplitPlan,
     settings: Settings<'_>,
 ) -> Result<Planned, (Refusal, Vec<String>)> {
-    let mut p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
-    match p.run(Pass3::Checked) {
-        Ok(()) => Ok(Planned { lenient: p.lenient, notes: p.notes }),
-        Err(r) => Err((r, p.notes)),
-    }
+    let p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
+    p.finish(Pass3::Checked)
 }
 
 /// [`plan_split`] with every pass run as written (pass 3 walks the graph
@@ -166,11 +163,8 @@ pub(in crate::sched) fn plan_split_as_written<P: Probe>(
     plan: &mut SplitPlan,
     settings: Settings<'_>,
 ) -> Result<Planned, (Refusal, Vec<String>)> {
-    let mut p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
-    match p.run(Pass3::Done) {
-        Ok(()) => Ok(Planned { lenient: p.lenient, notes: p.notes }),
-        Err(r) => Err((r, p.notes)),
-    }
+    let p = Planner { probe, slots, graph, plan, user, settings, lenient: false, notes: Vec::new() };
+    p.finish(Pass3::Done)
 }
 
 impl<P: Probe> Planner<'_, P> {
@@ -306,6 +300,14 @@ impl<P: Probe> Planner<'_, P> {
 }
 
 impl<P: Probe> Planner<'_, P> {
+    /// Run the passes (see [`Planner::run`]) and hand over what they gave.
+    fn finish(mut self, pass3: Pass3) -> Result<Planned, (Refusal, Vec<String>)> {
+        match self.run(pass3) {
+            Ok(()) => Ok(Planned { lenient: self.lenient, notes: self.notes }),
+            Err(r) => Err((r, self.notes)),
+        }
+    }
+
     /// The passes: assignments, splits, input copies. `pass3`: whether
     /// pass 4 first checks that pass 3 would place nothing (see below), or
     /// pass 3 runs first (the passes as written).
