@@ -5,7 +5,11 @@
 //      sched_get_tallocr: the second measure must count what the caller
 //      already holds in the compute buffer;
 //   2. re-measure with a smaller graph, then compute the larger one again;
-//   3. a graph whose only node is a view: the view is initialised and readable.
+//   3. a graph whose only node is a view: the view is initialised and readable;
+//   4. measure again after a compute that placed the graph after an input the
+//      caller allocated (and the graph does not use): the original's real
+//      allocator counted both, so the input and the graph fit again after any
+//      number of measures (found by the fuzzer: seed 377424458471).
 //
 // Graphs are rebuilt in one fixed context (the same addresses every time), as
 // programs do. Everything printed is compared with the original's output.
@@ -141,6 +145,38 @@ static void part_view_only(void) {
     env_free(&e);
 }
 
+// The graph add(w, w) on the test backend; `x`, 4 KiB on the test backend
+// and not in the graph, allocated through the scheduler before a compute;
+// the first measure over a slack the caller allocated (as a program that
+// reserves room for its inputs does).
+static void part_unused_input(void) {
+    struct env e;
+    env_init(&e);
+    wsp_ggml_backend_sched_t sched = wsp_ggml_backend_sched_new(e.backends, 2);
+    for (int k = 0; k < 8; k++) {
+        bool measure = k % 2 == 0;
+        struct wsp_ggml_context * ctx = su_fixed_ctx();
+        struct wsp_ggml_tensor * x = wsp_ggml_new_tensor_1d(ctx, WSP_GGML_TYPE_F32, 1024);
+        struct wsp_ggml_tensor * out = wsp_ggml_add(ctx, e.w, e.w);
+        struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+        wsp_ggml_build_forward_expand(g, out);
+        if (measure) {
+            if (k == 0) {
+                wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(sched, e.tb), x);
+            }
+            wsp_ggml_backend_sched_init_measure(sched, g);
+        } else {
+            wsp_ggml_tallocr_alloc(wsp_ggml_backend_sched_get_tallocr(sched, e.tb), x);
+            wsp_ggml_backend_sched_graph_compute(sched, g);
+            printf("unused_input %d backend=%s\n", k, su_backend_of(out));
+            print_tensor("unused_input out", out, 4);
+        }
+        wsp_ggml_free(ctx);
+    }
+    wsp_ggml_backend_sched_free(sched);
+    env_free(&e);
+}
+
 // sched_remeasure [part]: all parts, or the one named (to check each
 // reduction on its own against another library).
 int main(int argc, char ** argv) {
@@ -149,6 +185,7 @@ int main(int argc, char ** argv) {
     PART(measure_twice);
     PART(smaller_remeasure);
     PART(view_only);
+    PART(unused_input);
 #undef PART
     return 0;
 }

@@ -467,6 +467,7 @@ fn fuzz_regressions() {
         (588818986053, 60),  // measure: an input copy of a view whose memory is allocated later in the split
         (611999249250, 60),  // measure: a cpy into an input that pass 3 placed on a backend rejecting CPY
         (599558631070, 60),  // a grown buffer needs more (no in place in the caller's inputs): grow twice
+        (377424458471, 60),  // measure again: the size counts the splits placed since the last measure
     ];
     check_all(seeds);
 }

@@ -180,12 +180,15 @@ impl Sched {
                 // it); the first compute checks the fit (fit.rs).
                 r.talloc = Tallocr::with_buffer_of(r.backend, measured);
                 r.buffer_size = measured;
+                r.reached = 0;
                 continue;
             };
             // As the original, which measured again with the real
-            // allocators: the most this buffer held since it was made, and
-            // the graph on top of the inputs the caller allocated in it.
-            let mut size = fit::occupied(&old, &self.st).saturating_add(measured).max(old.max_size());
+            // allocators: the most this buffer held since it was made (the
+            // caller's allocations and the splits placed there), and the
+            // graph on top of the inputs the caller allocated in it.
+            let held = r.retired.iter().map(Tallocr::max_size).fold(old.max_size().max(r.reached), usize::max);
+            let mut size = fit::occupied(&old, &self.st).saturating_add(measured).max(held);
             if grow_only {
                 size = size.max(r.buffer_size);
             }
@@ -196,6 +199,7 @@ impl Sched {
             drop(old); // (before the new buffer is allocated)
             r.talloc = Tallocr::with_buffer_of(r.backend, size);
             r.buffer_size = size;
+            r.reached = 0;
         }
         self.backends.iter_mut().for_each(|r| r.retired.clear());
         self.phase = Phase::Ready;
@@ -386,6 +390,7 @@ impl Sched {
             let arenas = fit::arenas(&self.backends, &self.st);
             if self.galloc.still_holds(&self.st.table, &arenas, &self.st.reuse) {
                 self.galloc.apply(&self.st.table, &arenas);
+                self.note_reached();
                 return Ok(());
             }
         }
@@ -403,6 +408,7 @@ impl Sched {
             let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.galloc.end_plan();
+                self.note_reached();
                 return Ok(());
             };
             let endless = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
@@ -438,6 +444,13 @@ impl Sched {
             }
         }
         fatal(func, &format!("the compute buffers still do not fit this graph after growing {rounds} times"));
+    }
+
+    /// Remember how far the split just placed went into each compute
+    /// buffer: ggml-alloc's `max_size` counts the scheduler's allocations
+    /// as well as the caller's, and a measure again sizes by it.
+    fn note_reached(&mut self) {
+        self.backends.iter_mut().zip(self.galloc.max()).for_each(|(r, &m)| r.reached = r.reached.max(m));
     }
 
     /// The measure of the split just made: how far into each measure

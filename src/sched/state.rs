@@ -159,6 +159,11 @@ pub(super) struct BackendRecord {
     pub(super) retired: Vec<Tallocr<'static>>,
     /// Compute buffer size requested at the last measure/reserve or growth.
     pub(super) buffer_size: usize,
+    /// How far the splits placed since the last measure went into the
+    /// compute buffers (ggml-alloc's `max_size` of the original's real
+    /// allocator, less what the caller allocated: `Tallocr::max_size`
+    /// counts that).
+    pub(super) reached: usize,
     /// What the last compute did on it.
     pub(super) stats: BackendStats,
 }
@@ -171,6 +176,7 @@ impl BackendRecord {
             talloc: Tallocr::measure(backend),
             retired: Vec::new(),
             buffer_size: 0,
+            reached: 0,
             stats: BackendStats::default(),
         }
     }
