@@ -156,10 +156,11 @@ static int run_case(const char * name) {
         announce(name);
         wsp_ggml_backend_sched_graph_compute(e.sched, g);
     } else if (strcmp(name, "node_rejected_where_its_consumer_runs") == 0) {
-        // n0 = gelu(host) gets MIS_REJ only in pass 3, from its consumer;
-        // MIS_REJ rejects unary ops and n0 has nowhere else to go. (The
-        // measure lets it through, as the original did: only a compute
-        // runs it.)
+        // n0 = gelu_inplace(host) gets MIS_REJ only in pass 3, from its
+        // consumer; MIS_REJ rejects unary ops, and n0 cannot move since it
+        // works in its source's memory (a gelu that is not in place moves
+        // to the CPU). (The measure lets it through, as the original did:
+        // only a compute runs it.)
         struct test_backend_options o;
         memset(&o, 0, sizeof(o));
         int rejected[] = { WSP_GGML_OP_UNARY, -1 };
@@ -182,7 +183,7 @@ static int run_case(const char * name) {
         e.sched = wsp_ggml_backend_sched_new(backends, 2);
         struct wsp_ggml_context * ctx = su_graph_ctx(16, WSP_GGML_DEFAULT_GRAPH_SIZE);
         struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
-        struct wsp_ggml_tensor * n0 = wsp_ggml_gelu(ctx, host);
+        struct wsp_ggml_tensor * n0 = wsp_ggml_gelu_inplace(ctx, host);
         wsp_ggml_build_forward_expand(g, wsp_ggml_add(ctx, n0, wsp_ggml_add(ctx, host, xr)));
         wsp_ggml_backend_sched_init_measure(e.sched, g);
         announce(name);

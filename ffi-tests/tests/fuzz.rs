@@ -468,6 +468,7 @@ fn fuzz_regressions() {
         (611999249250, 60),  // measure: a cpy into an input that pass 3 placed on a backend rejecting CPY
         (599558631070, 60),  // a grown buffer needs more (no in place in the caller's inputs): grow twice
         (377424458471, 60),  // measure again: the size counts the splits placed since the last measure
+        (379112842508, 60),  // a node its consumer placed on a backend rejecting it, over host memory: it moves
     ];
     check_all(seeds);
 }

@@ -591,28 +591,43 @@ impl<P: Probe> Planner<'_, P> {
     }
 
     /// A node that only pass 3 gave a backend (its consumer's) must be
-    /// supported there: it was not placed when unsupported nodes moved, and
-    /// it has nowhere else to go without its sources, so a rejection is an
-    /// error (the original would run it there anyway). Asked from pass 4's
-    /// walk, which reads each node's slot anyway.
-    fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx) -> Result<BackendIdx, Refusal> {
+    /// supported there: it was not placed when unsupported nodes moved (it
+    /// had no backend then). Asked from pass 4's walk, which reads each
+    /// node's slot anyway. A rejected node that works in no other tensor's
+    /// memory and in whose memory nothing works moves to the next backend
+    /// that supports it, as pass 2.5 moves nodes: its sources (which pass 3
+    /// visited before it had a backend) are copied there, its consumers get
+    /// a copy of it (the original ran it on the rejecting backend, which a
+    /// real backend such as Metal's refuses at compute). Otherwise memory
+    /// pins it, and a rejection is an error.
+    fn check_assigned_by_pass3(&mut self, i: usize, a: BackendIdx, viewed: &mut Option<Vec<bool>>) -> Result<BackendIdx, Refusal> {
         let slot = self.graph.nodes[i].slot;
         if self.supports(a, slot) {
             return Ok(a);
         }
+        let viewed = viewed.get_or_insert_with(|| {
+            let mut v = vec![false; self.slots.len()];
+            self.slots.iter().filter_map(|s| s.view_src()).for_each(|s| v[s.index()] = true);
+            v
+        });
+        let pinned = self.graph.nodes[i].vsrc.is_some() || viewed[slot.index()];
+        let next = self.next_supporting(a, slot);
+        // While measuring, a pinned node is sized where a backend supports
+        // it too (the original measured it on `a`); a compute decides
+        // again, with the inputs allocated.
+        if let Some(b) = next.filter(|_| !pinned || self.settings.measuring) {
+            self.set(slot, b, Rule::Unsupported);
+            self.lenient |= pinned;
+            return Ok(b);
+        }
         let (node, op) = self.node_names(i);
-        if self.settings.measuring {
-            // The original measured it there; a backend that supports it
-            // sizes it as well (a compute decides again, with its inputs).
-            if let Some(b) = self.next_supporting(a, slot) {
-                self.set(self.graph.nodes[i].slot, b, Rule::Unsupported);
-                self.lenient = true;
-                return Ok(b);
-            }
+        if next.is_none() {
+            return Err(Refusal::because(format!("no backend of the scheduler supports node '{node}' ({op})")));
         }
         Err(Refusal::because(format!(
             "node '{}' ({}) gets backend '{}' only from the node that consumes it, and that backend does not \
-             support it (pre-allocate its inputs, or assign it with set_node_backend)",
+             support it; it cannot move, since it works in another tensor's memory or another works in its \
+             memory (pre-allocate its inputs, or assign it with set_node_backend)",
             node,
             op,
             self.probe.backend_name(a)
@@ -635,6 +650,8 @@ impl<P: Probe> Planner<'_, P> {
             return Ok(Walk::Done);
         };
         self.plan.splits.push(Split { backend: cur, i_start: 0, i_end: n, inputs: 0..0 });
+        // (which tensors are viewed: made on the first rejection, if any)
+        let mut viewed = None;
         for i in 0..n {
             let info = self.graph.nodes[i];
             let Some(a) = self.assign(info.slot) else {
@@ -647,8 +664,12 @@ impl<P: Probe> Planner<'_, P> {
             if self.view_op(info.slot) {
                 continue;
             }
-            let a = if self.slots[info.slot].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a)? } else { a };
-            if a != cur {
+            let a = if self.slots[info.slot].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a, &mut viewed)? } else { a };
+            if a != cur && self.plan.splits.last().is_some_and(|s| s.i_start == i) {
+                // (the first split, empty: its first node moved in this walk)
+                self.plan.splits.last_mut().expect("a split exists").backend = a;
+                cur = a;
+            } else if a != cur {
                 let inputs_at = self.plan.inputs.len();
                 self.plan.splits.last_mut().expect("a split exists").i_end = i;
                 self.plan.splits.push(Split { backend: a, i_start: i, i_end: n, inputs: inputs_at..inputs_at });

@@ -418,9 +418,10 @@ fn refusals_name_the_tensor_and_the_backend() {
 
 #[test]
 fn measuring_lets_through_what_only_a_measure_sees_and_says_so() {
-    // a node that only its consumer places, on a backend that rejects it:
-    // a compute refuses it; a measure sizes it on the next backend that
-    // supports it and marks the plan lenient (never reused)
+    // a node that only its consumer places, on a backend that rejects it,
+    // over an input without memory: it moves to the next backend that
+    // supports it; a compute refuses the input (no data to copy), a measure
+    // sizes its copy and marks the plan lenient (never reused)
     let mut s = Snap::new(2);
     s.reject(1, "GELU");
     let input = s.leaf(BYTES, None); // allocated by the caller after the measure
@@ -428,11 +429,45 @@ fn measuring_lets_through_what_only_a_measure_sees_and_says_so() {
     let wb = s.leaf(BYTES, Some(1));
     s.node("MUL_MAT", &[wb, g]);
     let why = s.refusal();
-    assert!(why.contains(&format!("node 't{g}' (GELU) gets backend 'B1' only from the node that consumes it")), "{why}");
+    assert!(why.contains(&format!("source 't{input}' of node 't{g}' is in no backend buffer, has no data")), "{why}");
     s.measuring = true;
     let p = s.plan();
     assert!(p.lenient);
     assert_eq!(p.on(g), (Some(0), Rule::Unsupported));
+
+    // the same node in place on its input: memory pins it, a compute
+    // refuses it
+    let mut s = Snap::new(2);
+    s.reject(1, "GELU");
+    let input = s.leaf(BYTES, None);
+    let g = s.in_place("GELU", &[input], input);
+    let wb = s.leaf(BYTES, Some(1));
+    s.node("MUL_MAT", &[wb, g]);
+    let why = s.refusal();
+    assert!(why.contains(&format!("node 't{g}' (GELU) gets backend 'B1' only from the node that consumes it")), "{why}");
+    assert!(why.contains("it cannot move"), "{why}");
+}
+
+#[test]
+fn a_rejected_node_its_consumer_placed_moves_over_data_outside_the_backends() {
+    // UNARY over a scalar in host memory (no backend owns it), consumed on
+    // B0, which rejects UNARY: the original ran it on B0; it moves to B1
+    // and is copied back, its source copied to B1 (found by the fuzz: seed
+    // 379112842508)
+    let mut s = Snap::new(2);
+    s.reject(0, "UNARY");
+    let host = s.host_leaf();
+    let u = s.node("UNARY", &[host]);
+    let w = s.leaf(BYTES, Some(0));
+    let out = s.node("SCALE", &[u, w]);
+    let p = s.plan();
+    assert!(!p.lenient);
+    assert_eq!(p.on(u), (Some(1), Rule::Unsupported));
+    assert_eq!(p.b(out), Some(0));
+    // u's split takes its source's copy; out's split takes u's copy
+    assert_eq!(p.splits(), vec![(1, 0, 1, 1), (0, 1, 2, 1)]);
+    let written = s.try_plan_with(true).unwrap_or_else(|Refusal(why)| panic!("refused as written: {why}"));
+    assert_eq!((&p.slots, p.splits()), (&written.slots, written.splits()));
 }
 
 #[test]
