@@ -25,7 +25,9 @@
 // Lines starting with "~ " are informational; "~ case a" or "~ case b" says
 // whether the program makes set_node_backend calls or has a backend that
 // rejects ops (b), in which case the scheduler's assignments may
-// legitimately differ from the original's.
+// legitimately differ from the original's. "~ trace c<k> b<i>:<n>:<hash> ..."
+// (sched mode) lists the graph_compute calls of compute k in order: backend
+// index, node count and a hash of the nodes' names and ops (sched_util.h).
 //
 // All random draws happen identically in both modes: mode-specific code
 // never draws.
@@ -440,6 +442,10 @@ static void setup_backends(void) {
         o.shape = B->shape;
         g_bk[b] = test_backend_new(&o);
         CHECK(g_bk[b] != NULL);
+    }
+    // what each backend computes, compared by fuzz.rs (see compute)
+    for (int b = 0; b < P.nb; b++) {
+        su_trace_backend(g_bk[b], b);
     }
     if (P.exotic) {
         g_foreign = su_test_backend("FOREIGN", 32, true, true, false);
@@ -1420,7 +1426,13 @@ static void compute(struct bstate * S, const struct adraw * a, int step) {
         int n = P.assign ? apply_assign(S, a) : 0;
         printf("~ c%d nodes=%d leafs=%d outs=%d assigned=%d\n", step, S->g->n_nodes, S->g->n_leafs, S->n_outs, n);
         fflush(stdout);
+        su_trace_begin();
         wsp_ggml_backend_sched_graph_compute(g_sched, S->g);
+        // the split list as the backends saw it: one graph_compute call per
+        // split (backend, nodes); fuzz.rs compares it with the original's
+        char label[32];
+        snprintf(label, sizeof(label), "~ trace c%d", step);
+        su_trace_print(label);
         // what fuzz.rs checks of ours: no test backend computed a node its
         // supports_op rejects (the original ignores supports_op)
         long rejected = 0;
@@ -1690,6 +1702,7 @@ static void final_leafs(void) {
 }
 
 static void cleanup(void) {
+    su_trace_free();
     if (g_sched != NULL) {
         wsp_ggml_backend_sched_free(g_sched);
     }

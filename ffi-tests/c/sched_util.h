@@ -206,3 +206,89 @@ static SU_UNUSED void su_print_sched_buffer(const char * label, wsp_ggml_backend
     CHECK(align > 0);
     printf("~le %s sched_buffer_size %s %zu\n", label, wsp_ggml_backend_name(b), size - size % align);
 }
+
+// Tracing what each backend is asked to compute: su_trace_backend(b, id)
+// wraps the graph_compute slot of backend b (any backend: the CPU backend,
+// a test backend) so that every call made while tracing is on appends
+// "b<id>:<n_nodes>:<hash>" to the trace, the hash covering each node's
+// name and op in order. One call per split, in order: the trace is the
+// split list as the backends see it (which backend, which nodes),
+// comparable between the original and ours.
+#define SU_TRACE_MAX_BACKENDS 16
+struct su_traced {
+    wsp_ggml_backend_t backend;
+    void (*graph_compute)(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph);
+    int id;
+};
+static struct su_traced su_traced_backends[SU_TRACE_MAX_BACKENDS];
+static int su_n_traced;
+static bool su_tracing;
+static char * su_trace_buf;
+static size_t su_trace_len, su_trace_cap;
+
+static SU_UNUSED void su_trace_append(const char * s) {
+    size_t n = strlen(s);
+    if (su_trace_len + n + 1 > su_trace_cap) {
+        su_trace_cap = (su_trace_len + n + 1) * 2;
+        su_trace_buf = (char *)realloc(su_trace_buf, su_trace_cap);
+        CHECK(su_trace_buf != NULL);
+    }
+    memcpy(su_trace_buf + su_trace_len, s, n + 1);
+    su_trace_len += n;
+}
+
+static SU_UNUSED void su_traced_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph * cgraph) {
+    for (int i = 0; i < su_n_traced; i++) {
+        if (su_traced_backends[i].backend != backend) {
+            continue;
+        }
+        if (su_tracing) {
+            uint64_t h = 1469598103934665603ULL;
+            for (int k = 0; k < cgraph->n_nodes; k++) {
+                const struct wsp_ggml_tensor * t = cgraph->nodes[k];
+                h = (h ^ fnv1a64(t->name, strlen(t->name))) * 1099511628211ULL;
+                h = (h ^ (uint64_t)t->op) * 1099511628211ULL;
+            }
+            char s[64];
+            snprintf(s, sizeof(s), " b%d:%d:%08x", su_traced_backends[i].id, cgraph->n_nodes, (unsigned)(h ^ (h >> 32)));
+            su_trace_append(s);
+        }
+        su_traced_backends[i].graph_compute(backend, cgraph);
+        return;
+    }
+    CHECK(!"su_traced_compute: backend not traced");
+}
+
+static SU_UNUSED void su_trace_backend(wsp_ggml_backend_t b, int id) {
+    for (int i = 0; i < su_n_traced; i++) {
+        if (su_traced_backends[i].backend == b) {
+            return;
+        }
+    }
+    CHECK(su_n_traced < SU_TRACE_MAX_BACKENDS);
+    su_traced_backends[su_n_traced].backend = b;
+    su_traced_backends[su_n_traced].graph_compute = b->iface.graph_compute;
+    su_traced_backends[su_n_traced].id = id;
+    su_n_traced++;
+    b->iface.graph_compute = su_traced_compute;
+}
+
+static SU_UNUSED void su_trace_begin(void) {
+    su_trace_len = 0;
+    su_trace_append("");
+    su_tracing = true;
+}
+
+// Stop tracing and print "<label>" followed by the calls since su_trace_begin.
+static SU_UNUSED void su_trace_print(const char * label) {
+    su_tracing = false;
+    printf("%s%s\n", label, su_trace_buf == NULL ? "" : su_trace_buf);
+}
+
+// Forget the traced backends (before they are freed) and the trace.
+static SU_UNUSED void su_trace_free(void) {
+    su_n_traced = 0;
+    free(su_trace_buf);
+    su_trace_buf = NULL;
+    su_trace_len = su_trace_cap = 0;
+}

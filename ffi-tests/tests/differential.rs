@@ -90,6 +90,12 @@ fn sched_pass3_runs_before_the_split() {
 }
 
 #[test]
+fn sched_first_split_empty_when_a_cache_update_comes_first() {
+    let out = differential("sched_first_split.c", TB, &[]);
+    assert!(out.contains("graph_compute calls: b1:0:"), "B is called with no node first:\n{out}");
+}
+
+#[test]
 fn sched_source_outside_the_lists_changes_its_view_source() {
     differential("sched_unlisted_view.c", TB, &[]);
 }

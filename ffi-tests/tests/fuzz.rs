@@ -17,6 +17,10 @@
 //!   are accepted only inside the program's own `tallocr_alloc` calls (a
 //!   compute buffer too small for what the program allocates in it).
 //!
+//! - orig and ours both succeed with identical output and no documented
+//!   difference applies (case a): every backend gets the same
+//!   `graph_compute` calls, with the same nodes, in the same order (the
+//!   split list as the backends see it: the "~ trace" lines);
 //! - and always: ours never gives a test backend a node its `supports_op`
 //!   rejects (the program prints the test backends' count after every
 //!   compute; rejections also change between computes, `M_REJECT`).
@@ -277,6 +281,14 @@ fn check_seed(seed: u64, nodes_max: u32) -> Outcome {
     }
     if orig.status == Status::Ok && ours.status == Status::Ok && harness::compare(&ours.stdout, &orig.stdout).is_ok() {
         o.note = "same as orig".into();
+        // and the same splits: every backend got the same graph_compute
+        // calls with the same nodes, in the same order (case b places
+        // nodes differently on purpose)
+        if o.case == "a" {
+            if let Err(e) = same_traces(&ours.stdout, &orig.stdout) {
+                o.fail = Some(("ours-splits-differ".into(), e));
+            }
+        }
         return o;
     }
     // the reference decides
@@ -347,6 +359,20 @@ fn check_seed(seed: u64, nodes_max: u32) -> Outcome {
         o.fail = Some(("ours-unclear-stop".into(), format!("{}; {orig_note}", describe(&ours.status))));
     }
     o
+}
+
+/// The "~ trace" lines (fuzz_sched.c: the graph_compute calls of each
+/// compute, backend, node count and nodes' hash) of two runs, compared.
+fn same_traces(ours: &str, orig: &str) -> Result<(), String> {
+    let traces = |s: &str| -> Vec<String> { s.lines().filter(|l| l.starts_with("~ trace ")).map(String::from).collect() };
+    let (a, b) = (traces(ours), traces(orig));
+    if a.len() != b.len() {
+        return Err(format!("trace count differs: ours {} vs original {}", a.len(), b.len()));
+    }
+    match a.iter().zip(&b).find(|(x, y)| x != y) {
+        Some((x, y)) => Err(format!("graph_compute calls differ: ours {x:?} vs original {y:?}")),
+        None => Ok(()),
+    }
 }
 
 fn jobs() -> usize {
@@ -456,19 +482,23 @@ fn fuzz_fixed_seeds_large() {
 #[test]
 fn fuzz_regressions() {
     let seeds: &[(u64, u32)] = &[
-        (37681722826, 60),   // caller's tallocr input unused by the graph: fit check must count it
-        (254257029252, 60),  // buffer of exactly the measured size: ggml-alloc's choices differ
-        (491847607937, 60),  // a grown buffer starts without the caller's inputs: measure again
-        (491847606869, 60),  // host-memory source freed by ggml-alloc through a NULL allocator
-        (491847607085, 60),  // split input in host memory after a supports_op move
-        (959583873381, 400), // reuse after a rebuild with another op or layout: fit re-checked
-        (959583870661, 400), // view placed by its consumer, its memory's owner elsewhere
-        (648191378538, 60),  // measure: a node placed by its consumer's rejecting backend, an input without memory yet
-        (588818986053, 60),  // measure: an input copy of a view whose memory is allocated later in the split
-        (611999249250, 60),  // measure: a cpy into an input that pass 3 placed on a backend rejecting CPY
-        (599558631070, 60),  // a grown buffer needs more (no in place in the caller's inputs): grow twice
-        (377424458471, 60),  // measure again: the size counts the splits placed since the last measure
-        (379112842508, 60),  // a node its consumer placed on a backend rejecting it, over host memory: it moves
+        (37681722826, 60),    // caller's tallocr input unused by the graph: fit check must count it
+        (254257029252, 60),   // buffer of exactly the measured size: ggml-alloc's choices differ
+        (491847607937, 60),   // a grown buffer starts without the caller's inputs: measure again
+        (491847606869, 60),   // host-memory source freed by ggml-alloc through a NULL allocator
+        (491847607085, 60),   // split input in host memory after a supports_op move
+        (959583873381, 400),  // reuse after a rebuild with another op or layout: fit re-checked
+        (959583870661, 400),  // view placed by its consumer, its memory's owner elsewhere
+        (648191378538, 60),   // measure: a node placed by its consumer's rejecting backend, an input without memory yet
+        (588818986053, 60),   // measure: an input copy of a view whose memory is allocated later in the split
+        (611999249250, 60),   // measure: a cpy into an input that pass 3 placed on a backend rejecting CPY
+        (599558631070, 60),   // a grown buffer needs more (no in place in the caller's inputs): grow twice
+        (377424458471, 60),   // measure again: the size counts the splits placed since the last measure
+        (379112842508, 60),   // a node its consumer placed on a backend rejecting it, over host memory: it moves
+        (6027517613, 60),     // splits: the first split empty (a cpy into a cache first, on another backend)
+        (6027517564, 400),    // splits: the same, in a larger graph
+        (287272692820, 3000), // splits: every node with a view source: the last first split's backend
+        (287272694549, 60),   // splits: the same, with a node computed after the views
     ];
     check_all(seeds);
 }

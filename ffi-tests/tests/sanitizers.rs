@@ -279,6 +279,7 @@ asan_tests! {
     asan_sched_reuse => "sched_reuse.c",
     asan_sched_reuse_more => "sched_reuse_more.c",
     asan_sched_pass3 => "sched_pass3.c",
+    asan_sched_first_split => "sched_first_split.c",
     asan_sched_unlisted_view => "sched_unlisted_view.c",
     asan_sched_remeasure => "sched_remeasure.c",
 }

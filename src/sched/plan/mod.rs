@@ -664,9 +664,15 @@ impl<P: Probe> Planner<'_, P> {
             if self.view_op(info.slot) {
                 continue;
             }
+            let was = a;
             let a = if self.slots[info.slot].rule == Rule::FromConsumer { self.check_assigned_by_pass3(i, a, &mut viewed)? } else { a };
-            if a != cur && self.plan.splits.last().is_some_and(|s| s.i_start == i) {
-                // (the first split, empty: its first node moved in this walk)
+            if a != cur && was == cur && self.plan.splits.last().is_some_and(|s| s.i_start == i) {
+                // The first split is empty and cut here only because this
+                // node moved in this walk: the split moves with it. Any
+                // other empty first split is the original's (its backend is
+                // that of the first node without a view source, whatever
+                // runs before it) and is kept: that backend is called with
+                // no nodes.
                 self.plan.splits.last_mut().expect("a split exists").backend = a;
                 cur = a;
             } else if a != cur {
@@ -680,15 +686,32 @@ impl<P: Probe> Planner<'_, P> {
         Ok(Walk::Done)
     }
 
-    /// The first split's backend: that of the first node that is not a view.
-    /// A graph of views only still gets a split (on the backend of their
-    /// memory), so that the placement initialises the views. None: no node
-    /// has a backend.
-    fn first_split_backend(&self) -> Option<BackendIdx> {
+    /// The first split's backend: that of the first node without a view
+    /// source, as the original. Where every node has one, the original
+    /// keeps the backend its last plan gave the first split
+    /// ([`SplitPlan::first_backend`]; after `init_measure` through an
+    /// allocator it freed, whose memory its replacement for the same
+    /// backend takes), and so do we; with none (the original crashes), the
+    /// backend of the first node that is not a view op, else of any node: a
+    /// graph of views only still gets a split, so that the placement
+    /// initialises the views. None: no node has a backend.
+    fn first_split_backend(&mut self) -> Option<BackendIdx> {
+        let b = self.first_split_backend_as_original();
+        self.plan.first_backend = b.or(self.plan.first_backend);
         let nodes = &self.graph.nodes;
-        let first = nodes.iter().find(|n| n.vsrc.is_none()).or_else(|| nodes.iter().find(|n| !self.view_op(n.slot)));
+        let first = nodes.iter().find(|n| !self.view_op(n.slot));
         // (an unassigned first node stops pass 4 unless it is a view of set memory)
-        first.and_then(|n| self.assign(n.slot)).or_else(|| nodes.iter().find_map(|n| self.assign(n.slot)))
+        b.or_else(|| first.and_then(|n| self.assign(n.slot))).or_else(|| nodes.iter().find_map(|n| self.assign(n.slot)))
+    }
+
+    /// The original's first split backend where it is a backend: the first
+    /// node without a view source's, or where every node has one, the last
+    /// plan's (see [`Self::first_split_backend`]).
+    fn first_split_backend_as_original(&self) -> Option<BackendIdx> {
+        match self.graph.nodes.iter().find(|n| n.vsrc.is_none()) {
+            Some(n) => self.assign(n.slot),
+            None => self.plan.first_backend.filter(|b| b.get() < self.settings.accepts_all.len()),
+        }
     }
 
     /// Node `i` has no backend: only a view op whose data is set (its memory

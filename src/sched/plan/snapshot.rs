@@ -178,10 +178,16 @@ pub(in crate::sched) struct SplitPlan {
     pub copy_index: PtrMap,
     /// The graph sources to redirect to copies, in graph order.
     pub patches: Vec<Patch>,
+    /// The backend of the last first split that a node without a view
+    /// source decided. The original keeps its first split's backend from
+    /// one plan to the next and sets it only from such a node, so a graph
+    /// whose every node has a view source gets the last one's: kept across
+    /// `clear` for that.
+    pub first_backend: Option<BackendIdx>,
 }
 
 impl SplitPlan {
-    /// Forget the plan (not the memory).
+    /// Forget the plan (not the memory, nor `first_backend`).
     pub fn clear(&mut self) {
         self.splits.clear();
         self.inputs.clear();
