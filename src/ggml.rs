@@ -312,9 +312,6 @@ impl GraphRef {
     pub fn nodes_ptr(&self) -> *mut *mut wsp_ggml_tensor {
         self.get().nodes
     }
-    pub fn grads_ptr(&self) -> *mut *mut wsp_ggml_tensor {
-        self.get().grads
-    }
     pub fn order(&self) -> c_int {
         self.get().order
     }
@@ -338,6 +335,131 @@ pub fn dup_tensor_layout(dst: &mut wsp_ggml_tensor, src: TensorRef, name: &[u8])
     let n = name.len().min(WSP_GGML_MAX_NAME - 1);
     for (d, &b) in dst.name.iter_mut().zip(&name[..n]) {
         *d = b as c_char;
+    }
+}
+
+/// A run of consecutive nodes of a live graph, as a graph struct of its own
+/// (what a split hands a backend's `graph_compute`). Made from a
+/// [`GraphRef`] within its bounds, and valid as long as that graph: for the
+/// call (the same contract).
+#[derive(Clone, Copy)]
+pub struct GraphView(wsp_ggml_cgraph);
+
+impl GraphRef {
+    /// Nodes `start..end` (`end <= n_nodes`) as a graph view.
+    pub fn view(&self, start: usize, end: usize) -> GraphView {
+        assert!(start <= end && end <= self.n_nodes(), "a view inside the graph");
+        let g = self.get();
+        let (nodes, grads) = (g.nodes, g.grads);
+        // (in bounds, so the offsets stay inside the node and gradient
+        // arrays: wrapping_add computes the same address without unsafe)
+        let nodes = nodes.wrapping_add(start);
+        let grads = if grads.is_null() { grads } else { grads.wrapping_add(start) };
+        GraphView(wsp_ggml_cgraph::of_nodes(nodes, grads, end - start, 0, g.order))
+    }
+}
+
+impl GraphView {
+    pub fn n_nodes(&self) -> usize {
+        self.0.n_nodes.max(0) as usize
+    }
+
+    /// Node `j` (`j < n_nodes`).
+    pub fn node(&self, j: usize) -> TensorRef {
+        assert!(j < self.n_nodes(), "a node of the view");
+        // SAFETY: j < n_nodes of a view inside a live graph (`GraphRef::view`),
+        // whose entries are NULL or live tensors.
+        let p = unsafe { *self.0.nodes.add(j) };
+        // SAFETY: as above.
+        unsafe { TensorRef::new(p) }.unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {j} is NULL")))
+    }
+
+    /// Nodes `j0..j1` of this view (`j1 <= n_nodes`).
+    pub fn sub(&self, j0: usize, j1: usize) -> GraphView {
+        assert!(j0 <= j1 && j1 <= self.n_nodes(), "a view inside the view");
+        let mut v = self.0;
+        v.nodes = v.nodes.wrapping_add(j0);
+        v.grads = if v.grads.is_null() { v.grads } else { v.grads.wrapping_add(j0) };
+        v.n_nodes = (j1 - j0) as c_int;
+        v.size = v.n_nodes;
+        GraphView(v)
+    }
+
+    /// The struct C receives (a copy: the backend may write its fields).
+    pub fn to_c(self) -> wsp_ggml_cgraph {
+        self.0
+    }
+}
+
+/// The user's evaluation callback and its user data, as
+/// `sched_set_eval_callback` received them: asked (`ask` = true) whether
+/// the caller wants to see a node, then called with each wanted node once
+/// computed (false stops the compute).
+#[derive(Clone, Copy)]
+pub struct EvalCallback {
+    f: unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut c_void) -> bool,
+    user_data: usize,
+}
+
+impl EvalCallback {
+    /// # Safety
+    /// `f` is safe to call with `user_data` and any live tensor of a graph
+    /// being computed, for as long as the callback is set.
+    pub unsafe fn new(f: unsafe extern "C" fn(*mut wsp_ggml_tensor, bool, *mut c_void) -> bool, user_data: *mut c_void) -> Self {
+        EvalCallback { f, user_data: user_data as usize }
+    }
+
+    pub fn call(self, t: TensorRef, ask: bool) -> bool {
+        // SAFETY: `new`'s contract, with a live tensor.
+        unsafe { (self.f)(t.as_ptr(), ask, self.user_data as *mut c_void) }
+    }
+}
+
+/// A tensor struct of ours on the heap, at a fixed address (ggml, the
+/// backends and the caller's graph reach it by that address): held by
+/// address, never as a `Box` or a reference that would claim it while
+/// others use it; freed when dropped.
+pub struct HeapTensor(NonNull<wsp_ggml_tensor>);
+
+impl HeapTensor {
+    /// An all-zero tensor.
+    pub fn zeroed() -> HeapTensor {
+        HeapTensor(NonNull::from(Box::leak(Box::new(zeroed_tensor()))))
+    }
+
+    pub fn handle(&self) -> TensorRef {
+        TensorRef(self.0)
+    }
+
+    /// The tensor, to rewrite. No user code may run while the reference
+    /// lives (`&mut self`: nothing of ours reaches it meanwhile).
+    pub fn edit(&mut self) -> &mut wsp_ggml_tensor {
+        // SAFETY: our live tensor; `&mut self` keeps our other uses out, and
+        // nothing else makes a reference to it.
+        unsafe { self.0.as_mut() }
+    }
+}
+
+impl Drop for HeapTensor {
+    fn drop(&mut self) {
+        // SAFETY: made by Box::leak in `zeroed`; freed once, here.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// Test handles, for the unit tests of modules without `unsafe`.
+#[cfg(test)]
+impl TensorRef {
+    /// The handle on a tensor the test keeps alive (and does not move) for
+    /// as long as it uses the handle.
+    pub(crate) fn of_test(t: &mut wsp_ggml_tensor) -> TensorRef {
+        TensorRef(NonNull::from(t))
+    }
+
+    /// A handle that is only compared and hashed, never dereferenced: an
+    /// address (made without provenance, not by an integer cast, for Miri).
+    pub(crate) fn address_only(addr: usize) -> TensorRef {
+        TensorRef(NonNull::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(addr)).expect("a non-zero address"))
     }
 }
 

@@ -87,6 +87,27 @@ impl<'a> BackendRef<'a> {
         // SAFETY: the backend's own callback.
         unsafe { f(self.as_ptr(), size) }
     }
+    /// [`Self::alloc_buffer`], owned (None: the backend could not).
+    pub fn alloc_owned_buffer(self, size: usize) -> Option<OwnedBuffer> {
+        // SAFETY: NULL or a buffer the backend just made for us, ours alone.
+        unsafe { OwnedBuffer::from_raw(self.alloc_buffer(size)) }
+    }
+    /// The backend's graph_compute on a view of a live graph.
+    pub fn compute_view(self, view: &crate::ggml::GraphView) {
+        let mut g = view.to_c();
+        // SAFETY: a view inside a live graph (GraphView's contract).
+        unsafe { self.graph_compute(&mut g) }
+    }
+    /// Its name's bytes (`(null)` where get_name gives NULL, as printf).
+    pub fn name_bytes(self) -> &'a [u8] {
+        let p = self.name();
+        if p.is_null() {
+            return b"(null)";
+        }
+        // SAFETY: get_name returns a NUL-terminated string that lives as
+        // long as the backend.
+        unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes()
+    }
     pub fn alignment(self) -> usize {
         let f = slot!(self, get_alignment, "wsp_ggml_backend_get_alignment");
         // SAFETY: the backend's own callback.
@@ -248,6 +269,15 @@ pub unsafe fn tensor_set(t: TensorRef, data: *const c_void, offset: usize, size:
     // SAFETY: `t` is allocated on `backend`; `data` is the caller's (its contract).
     unsafe { backend.set_tensor_async(t, data, offset, size) };
     backend.synchronize();
+}
+
+/// Copy a tensor in plain host memory (no buffer, its data set) into `dst`,
+/// as `tensor_set` of its bytes.
+pub fn tensor_set_from_host(dst: TensorRef, src: TensorRef) {
+    assert!(src.buffer().is_null() && !src.data().is_null(), "a tensor in plain host memory");
+    // SAFETY: a live tensor whose non-NULL data holds its `nbytes` (C
+    // contract on the graph's tensors).
+    unsafe { tensor_set(dst, src.data(), 0, src.nbytes()) }
 }
 
 /// `wsp_ggml_backend_tensor_get`: read then synchronize.

@@ -2,23 +2,17 @@
 //! `wsp_ggml_` prefix) that is a C-ABI drop-in: same symbols, same signatures,
 //! same struct layouts, same results.
 //!
-//! Layout of the crate, in layers that import only downward (bottom to
-//! top; `scripts/layers` checks it):
-//! - `prelude`, `platform`, `fatal`, `ptrmap`, `sys`: `alloc`'s types under
-//!   std's prelude names; what the library takes from libc (stderr, abort,
-//!   getenv, clock) and, without std, its allocator and panic handler; the
-//!   error policy; a small map from 64-bit keys; every `#[repr(C)]` mirror,
-//!   the functions imported from ggml (ggml.c and ggml-alloc.c stay C, in
-//!   the user's build) and the layout facts;
-//! - `ggml`: safe handles on ggml's tensors and graphs (sys types only);
-//! - `handle`: the borrowed `BackendRef` and `BufferRef` and their owners
-//!   (`OwnedBackend`, `OwnedBuffer`), the dispatch through their interfaces, the host-buffer interface, and `FromC`, the one place where
-//!   C's pointers become handles (making one is `unsafe` everywhere);
-//! - `copy`, `cpu`, `graph_copy`: tensor copies between backends, the CPU
-//!   backend, copying a graph to another backend and comparing backends;
-//! - `sched`: the multi-backend split scheduler (its own layers: ids, table,
-//!   record, allocator, state, passes, reuse, placement, cell; the driver);
-//! - `ffi`: the exported `extern "C"` functions, thin and boring.
+//! Layout of the crate: modules in layers that import only downward, in
+//! the order `scripts/layers` lists (the one place it is written, and
+//! checked): plain data and libc at the bottom (`prelude`, `platform`,
+//! `fatal`, `ptrmap`, `sys`), the safe handles on C's objects (`ggml`,
+//! `handle`, `talloc`), tensor copies, the CPU backend and graph copies
+//! (`copy`, `cpu`, `graph_copy`), the scheduler (`sched`), and the exports
+//! (`ffi`, thin and boring). `unsafe` lives only in the boundary layer the
+//! script names (the modules whose job is C, each unsafe block with its
+//! `// SAFETY:` line); the scheduler forbids it. `fake_c` (unit tests
+//! only) is a C world of plain structs for the tests of modules without
+//! `unsafe`.
 //!
 //! Only `ffi` is public: everything the library offers is its C API; the
 //! other modules are private, so that the dead-code lint sees all of them.
@@ -31,6 +25,8 @@ extern crate alloc;
 
 mod copy;
 mod cpu;
+#[cfg(test)]
+mod fake_c;
 mod fatal;
 pub mod ffi;
 /// cbindgen:ignore

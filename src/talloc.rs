@@ -107,10 +107,12 @@ impl<'b> Tallocr<'b> {
         unsafe { ggml::wsp_ggml_tallocr_alloc(self.as_ptr(), t.as_ptr()) }
     }
 
-    /// Its free blocks, read from its struct (see [`tallocr_free_blocks`]).
-    pub fn free_blocks(&self) -> Option<Vec<(usize, usize)>> {
+    /// Its free blocks, read from its struct into `blocks` (see
+    /// [`tallocr_free_blocks`]; the vector is reused, a compute allocates
+    /// nothing); false when they cannot be read.
+    pub fn free_blocks(&self, blocks: &mut Vec<(usize, usize)>) -> bool {
         // SAFETY: our live allocator, not written during the read.
-        unsafe { tallocr_free_blocks(self.as_ptr()) }
+        unsafe { tallocr_free_blocks(self.as_ptr(), blocks) }
     }
 }
 
@@ -132,10 +134,10 @@ impl Drop for Tallocr<'_> {
 ///
 /// # Safety
 /// As [`read_tallocr`].
-unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, usize)>> {
+unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t, blocks: &mut Vec<(usize, usize)>) -> bool {
     // SAFETY: the caller's contract.
-    match unsafe { read_tallocr(talloc) } {
-        Ok(blocks) => Some(blocks),
+    match unsafe { read_tallocr(talloc, blocks) } {
+        Ok(()) => true,
         Err(field) => {
             if crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG") {
                 crate::platform::errln!(
@@ -143,7 +145,7 @@ unsafe fn tallocr_free_blocks(talloc: wsp_ggml_tallocr_t) -> Option<Vec<(usize, 
                      its free blocks are not read"
                 );
             }
-            None
+            false
         }
     }
 }
@@ -172,12 +174,13 @@ pub(crate) enum TallocrMismatch {
 /// `MAX_FREE_BLOCKS` free blocks, each aligned, inside the buffer (a measure
 /// allocator's one block is SIZE_MAX/2 long), sorted and apart; then past
 /// the blocks, `max_size` and `measure` equal what the public calls say.
-/// Returns the free blocks as (offset from the base, size).
+/// Writes the free blocks as (offset from the base, size) into `blocks`
+/// (cleared first).
 ///
 /// # Safety
 /// `talloc` is NULL or a live ggml-alloc allocator (of whichever ggml-alloc:
 /// only fields that validate are trusted), not written during the call.
-pub(crate) unsafe fn read_tallocr(talloc: wsp_ggml_tallocr_t) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
+pub(crate) unsafe fn read_tallocr(talloc: wsp_ggml_tallocr_t, blocks: &mut Vec<(usize, usize)>) -> Result<(), TallocrMismatch> {
     if talloc.is_null() {
         return Err(TallocrMismatch::Allocator);
     }
@@ -190,7 +193,7 @@ pub(crate) unsafe fn read_tallocr(talloc: wsp_ggml_tallocr_t) -> Result<Vec<(usi
     // and not written meanwhile (the caller's contract); whichever
     // ggml-alloc made it, its struct starts with the buffer pointer and a
     // bool at least.
-    unsafe { read_tallocr_head(talloc.cast(), buffer, measure, max_size) }
+    unsafe { read_tallocr_head(talloc.cast(), buffer, measure, max_size, blocks) }
 }
 
 /// One field of the allocator struct at `head`, by value, read through the
@@ -217,7 +220,8 @@ unsafe fn read_tallocr_head(
     buffer: BufferRef,
     measure: bool,
     max_size: usize,
-) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
+    blocks: &mut Vec<(usize, usize)>,
+) -> Result<(), TallocrMismatch> {
     use core::mem::{offset_of, size_of};
     use TallocrMismatch as M;
     // Every read: the field lies inside the part of the struct the caller
@@ -247,7 +251,7 @@ unsafe fn read_tallocr_head(
     // blocks start at the first aligned address (less than `alignment` in)
     // and end at the buffer's end, or SIZE_MAX/2 later for a measure one.
     let end = if measure { (usize::MAX / 2).saturating_add(alignment) } else { buffer.size() };
-    let mut blocks = Vec::with_capacity(n);
+    blocks.clear();
     let mut at = 0;
     for k in 0..n {
         let block = offset_of!(TallocrHead, free_blocks) + k * size_of::<FreeBlock>();
@@ -276,7 +280,7 @@ unsafe fn read_tallocr_head(
     if m > 1 || (m == 1) != measure {
         return Err(M::Measure);
     }
-    Ok(blocks)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -312,8 +316,9 @@ mod tests {
             Fixture { buffer: owner, _mem: mem, head, align_offset }
         }
         fn read(&self, measure: bool, max_size: usize) -> Result<Vec<(usize, usize)>, TallocrMismatch> {
+            let mut blocks = Vec::new();
             // SAFETY: a whole TallocrHead, alive for the call.
-            unsafe { read_tallocr_head(&*self.head, self.buffer.get(), measure, max_size) }
+            unsafe { read_tallocr_head(&*self.head, self.buffer.get(), measure, max_size, &mut blocks) }.map(|()| blocks)
         }
         fn addr(&self, offset: usize) -> *mut c_void {
             self.buffer.get().base().wrapping_byte_add(offset)
@@ -404,6 +409,6 @@ mod tests {
         let short: Box<[usize; 2]> = Box::new([f.buffer.as_ptr() as usize, 7]);
         let head = (&*short as *const [usize; 2]).cast::<TallocrHead>();
         // SAFETY: readable up to the bool, which does not match.
-        assert_eq!(unsafe { read_tallocr_head(head, f.buffer.get(), false, 0) }, Err(TallocrMismatch::BufferOwned));
+        assert_eq!(unsafe { read_tallocr_head(head, f.buffer.get(), false, 0, &mut Vec::new()) }, Err(TallocrMismatch::BufferOwned));
     }
 }

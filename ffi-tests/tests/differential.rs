@@ -89,6 +89,19 @@ fn sched_pass3_runs_before_the_split() {
     differential("sched_pass3.c", TB, &[]);
 }
 
+/// No heap allocation in a compute of the same graph or of a new graph no
+/// larger than one computed since init_measure (graphs rebuilt in a fresh
+/// context every compute); the original allocates none either.
+#[test]
+fn sched_computes_allocate_nothing() {
+    let out = differential("sched_allocs.c", TB, &[]);
+    let counts: Vec<&str> = out.lines().filter(|l| l.starts_with("allocs ")).collect();
+    assert!(counts.len() >= 10, "{out}");
+    for l in counts {
+        assert!(l.ends_with(" 0"), "a compute allocated: {l}");
+    }
+}
+
 #[test]
 fn sched_first_split_empty_when_a_cache_update_comes_first() {
     let out = differential("sched_first_split.c", TB, &[]);

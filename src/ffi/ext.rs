@@ -10,7 +10,7 @@ use core::ffi::{c_char, c_int, c_void};
 
 use super::sched_handle::{sched_ref, wsp_ggml_backend_sched_t};
 use crate::fatal::fatal;
-use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, EvalCallback, GraphRef, TensorRef};
 use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
 use crate::handle::{wsp_ggml_backend_t, BackendRef, FromC};
 use crate::sched::Sched;
@@ -99,7 +99,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_set_eval_callback(
 ) {
     // SAFETY: `sched` is NULL (aborts) or live for the call (# Safety above).
     entry!(wsp_ggml_backend_sched_set_eval_callback, |func| unsafe { sched_ref(sched, func) }
-        .with_mut(func, |s| s.set_eval_callback(callback, user_data)))
+        // SAFETY: `callback` is safe to call with `user_data` until replaced
+        // (# Safety above).
+        .with_mut(func, |s| s.set_eval_callback(callback.map(|f| unsafe { EvalCallback::new(f, user_data) }))))
 }
 
 /// Number of splits of the last split graph (init_measure, reserve or compute).

@@ -42,8 +42,8 @@ impl core::ops::Deref for SchedRef {
 from_c!(SchedRef => wsp_ggml_backend_sched);
 
 /// The scheduler C holds, owned: made by `sched_new` (then handed to C by
-/// `into_raw`), or handed back to `sched_free`. Not `Copy`: consumed by its
-/// free, which drops it once.
+/// `into_raw`), or handed back to `sched_free`. Not `Copy`: freed once, when
+/// it drops.
 pub(crate) struct OwnedSched(core::ptr::NonNull<SchedCell>);
 
 crate::handle::assert_owning!(OwnedSched);
@@ -61,15 +61,23 @@ impl OwnedSched {
         core::ptr::NonNull::new(p.cast::<SchedCell>()).map(OwnedSched)
     }
     pub(crate) fn into_raw(self) -> *mut wsp_ggml_backend_sched {
-        self.0.as_ptr().cast()
+        core::mem::ManuallyDrop::new(self).0.as_ptr().cast()
     }
     /// Drop the scheduler, unless it is in use (a call from one of its
-    /// callbacks during a compute aborts naming `func`).
+    /// callbacks during a compute aborts naming `func`, and frees nothing).
     pub(crate) fn free(self, func: &str) {
+        // (not dropped if the check stops the call: the scheduler is in use)
+        let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: live (from_raw/new); only shared borrows of a cell exist.
-        unsafe { self.0.as_ref() }.check_freeable(func);
-        // SAFETY: made by Box::leak (new), ours alone, and idle: no borrow
-        // of it is live, and nothing uses it after (from_raw's contract).
+        unsafe { this.0.as_ref() }.check_freeable(func);
+        drop(core::mem::ManuallyDrop::into_inner(this));
+    }
+}
+
+impl Drop for OwnedSched {
+    fn drop(&mut self) {
+        // SAFETY: made by Box::leak (new), ours alone; nothing uses it after
+        // (from_raw's contract), and `free` checked it is idle.
         drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }

@@ -4,9 +4,11 @@
 //! User code runs in the middle of the scheduler's work: backends'
 //! `supports_op` and buffer callbacks while it plans and places, backends'
 //! tensor copies and graph computes and the evaluation callback while it
-//! computes. Such code may call back into the scheduler. The mode lives
-//! outside the memory any borrow of the scheduler covers, so a call from
-//! inside a callback can read it without touching a live borrow, and then:
+//! computes. Such code may call back into the scheduler. The scheduler is
+//! in a `RefCell`, so that no such call can ever alias a live borrow (the
+//! cell checks every borrow: sound by construction, no `unsafe`). The mode
+//! lives beside it, so that a call from inside a callback is told apart
+//! before it borrows, and gets a message instead of a failed borrow:
 //! - while the scheduler is being changed (planning, placing, measuring,
 //!   resetting), any call aborts with a message: the caller's exclusive
 //!   borrow is live;
@@ -15,11 +17,13 @@
 //!   a short exclusive one between callbacks (see [`SchedCell::graph_compute`]);
 //!   changes abort.
 //!
-//! Every borrow of the scheduler is made here.
+//! Every borrow of the scheduler is made here; the exec loop of a compute
+//! (copy each split's inputs, compute it, record both) is
+//! [`SchedCell::graph_compute`].
 
 use crate::prelude::*;
 
-use core::cell::{Cell, UnsafeCell};
+use core::cell::{Cell, RefCell};
 
 use super::state::Sched;
 use crate::fatal::{check, fatal};
@@ -41,7 +45,7 @@ enum Mode {
 /// A scheduler and its mode; C's `wsp_ggml_backend_sched_t` points at one.
 pub struct SchedCell {
     mode: Cell<Mode>,
-    sched: UnsafeCell<Sched>,
+    sched: RefCell<Sched>,
 }
 
 /// Puts the mode back when a borrow ends.
@@ -55,7 +59,7 @@ impl Drop for Restore<'_> {
 
 impl SchedCell {
     pub fn new(sched: Box<Sched>) -> Box<SchedCell> {
-        Box::new(SchedCell { mode: Cell::new(Mode::Idle), sched: UnsafeCell::new(*sched) })
+        Box::new(SchedCell { mode: Cell::new(Mode::Idle), sched: RefCell::new(*sched) })
     }
 
     /// Abort naming `func` unless the scheduler is idle.
@@ -78,10 +82,9 @@ impl SchedCell {
         self.check_idle(func);
         self.mode.set(Mode::Changing(func));
         let _restore = Restore(&self.mode, Mode::Idle);
-        // SAFETY: the mode was Idle, so no borrow of the scheduler is live
-        // (every borrow is made here and sets the mode first), and until it
-        // is Idle again every other borrow attempt aborts.
-        f(unsafe { &mut *self.sched.get() })
+        // (the mode was Idle: no borrow is live, and until it is Idle again
+        // every other call aborts before it borrows)
+        f(&mut self.sched.borrow_mut())
     }
 
     /// Run `f` with the scheduler to read; allowed from inside its
@@ -94,9 +97,9 @@ impl SchedCell {
             Mode::Changing(_) => self.check_idle(func),
         }
         let _restore = Restore(&self.mode, mode);
-        // SAFETY: no exclusive borrow is live: the mode is not Changing, and
-        // a compute holds only shared borrows while user code runs.
-        f(unsafe { &*self.sched.get() })
+        // (no exclusive borrow is live: the mode is not Changing, and a
+        // compute holds only shared borrows while user code runs)
+        f(&self.sched.borrow())
     }
 
     /// Abort naming `func` unless the scheduler is idle: it may be freed
@@ -123,18 +126,15 @@ impl SchedCell {
             // One clock read per phase boundary: a phase ends where the next begins.
             let mut now = crate::platform::now_ns();
             for k in 0..n_splits {
-                // SAFETY: Computing: calls from callbacks only read; no
-                // exclusive borrow is live.
-                let copied = unsafe { &*self.sched.get() }.copy_inputs(k, func);
+                // (Computing: user code runs under these shared borrows, and
+                // calls from it only read)
+                let copied = self.sched.borrow().copy_inputs(k, func);
                 let at = crate::platform::now_ns();
-                // SAFETY: no user code runs until this borrow ends, and no
-                // other borrow is live (the one above has ended).
-                unsafe { &mut *self.sched.get() }.record_copies(k, copied, now, at);
-                // SAFETY: as for the copies.
-                let go_on = unsafe { &*self.sched.get() }.compute_split(k);
+                // (no user code runs under the exclusive borrows)
+                self.sched.borrow_mut().record_copies(k, copied, now, at);
+                let go_on = self.sched.borrow().compute_split(k);
                 now = crate::platform::now_ns();
-                // SAFETY: as for the statistics above.
-                unsafe { &mut *self.sched.get() }.record_compute(k, at, now);
+                self.sched.borrow_mut().record_compute(k, at, now);
                 if !go_on {
                     break;
                 }

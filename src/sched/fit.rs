@@ -15,31 +15,43 @@
 
 use crate::prelude::*;
 
-use super::galloc::Arenas;
+use super::galloc::{self, Arenas, ComputeBuffers};
+use super::plan::place::ArenaSpec;
 use super::state::{BackendRecord, State};
-use crate::handle::{BufferRef, OwnedBuffer};
+use crate::handle::BufferRef;
 use crate::talloc::Tallocr;
 
 /// The split does not fit with the user's assignments: a backend could not
-/// allocate a larger compute buffer (`Sched::allocate`).
+/// allocate a larger compute buffer (`Sched::place`).
 pub(super) struct NeedsFallback;
 
 /// The compute buffers as an allocation sees them: each allocator's
 /// buffer and free blocks (what the caller allocated there stays),
 /// borrowed from the records, so that no allocator can be freed meanwhile.
-pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State) -> Arenas<'p> {
-    let mut arenas = Arenas::new();
-    for talloc in records.iter().map(|r| &r.talloc) {
+/// Described in `specs`, whose memory is reused from one plan to the next.
+// (a Vec: a slice cannot be a trait object)
+#[allow(clippy::ptr_arg)]
+pub(super) fn arenas<'p>(records: &'p Vec<BackendRecord>, st: &State, specs: &'p mut Vec<ArenaSpec>) -> Arenas<'p> {
+    specs.truncate(records.len());
+    specs.resize_with(records.len(), ArenaSpec::default);
+    for (spec, talloc) in specs.iter_mut().zip(records.iter().map(|r| &r.talloc)) {
         let (buffer, measure) = (talloc.buffer(), talloc.is_measure());
-        let free = talloc.free_blocks().unwrap_or_else(|| {
+        galloc::describe(spec, buffer, buffer.alignment().max(1), measure);
+        if !talloc.free_blocks(&mut spec.free) {
             // Another ggml-alloc: after what the graph shows is in use.
             let start = occupied_by_inputs(st, buffer);
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
-            vec![(start, end.saturating_sub(start))]
-        });
-        arenas.push(buffer, buffer.alignment().max(1), measure, free);
+            spec.free.clear();
+            spec.free.push((start, end.saturating_sub(start)));
+        }
     }
-    arenas
+    Arenas { buffers: records, specs }
+}
+
+impl ComputeBuffers for Vec<BackendRecord> {
+    fn buffer(&self, b: usize) -> BufferRef<'_> {
+        self[b].talloc.buffer()
+    }
 }
 
 /// Bytes at the start of `talloc`'s buffer that the caller already holds
@@ -49,7 +61,8 @@ pub(super) fn occupied(talloc: &Tallocr<'static>, st: &State) -> usize {
     let buffer = talloc.buffer();
     // Exact: where the allocator's last free block starts, if it reaches
     // the end of the buffer (else all of it is in use).
-    if let Some(blocks) = talloc.free_blocks() {
+    let mut blocks = Vec::new();
+    if talloc.free_blocks(&mut blocks) {
         return match blocks.last() {
             Some(&(offset, size)) if offset + size == buffer.size() => offset,
             _ => buffer.size(),
@@ -76,8 +89,7 @@ impl BackendRecord {
         }
         // Allocated here, not by ggml-alloc, which would dereference a NULL
         // buffer; the new allocator holds it and frees it after itself.
-        // SAFETY: NULL or a buffer the backend just made for us, ours alone.
-        let Some(buffer) = (unsafe { OwnedBuffer::from_raw(self.backend.alloc_buffer(size)) }) else {
+        let Some(buffer) = self.backend.alloc_owned_buffer(size) else {
             return false;
         };
         let old = core::mem::replace(&mut self.talloc, Tallocr::owning(buffer));

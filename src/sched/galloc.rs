@@ -26,41 +26,53 @@ use core::ffi::c_void;
 use super::ids::{BackendIdx, Slot, SlotId};
 use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
 use super::plan::Refusal;
-use super::record::{trim, PlaceAnswers, Record};
+use super::record::{PlaceAnswers, Record};
 use super::table::Table;
 use crate::fatal::fatal;
-use crate::ggml::{wsp_ggml_tensor, TensorRef};
+use crate::ggml::TensorRef;
 use crate::handle::BufferRef;
 
 // The planner's copy of ggml-alloc's limit is the one sys checks with C.
 const _: () = assert!(super::plan::talloc_model::MAX_FREE_BLOCKS == crate::ggml::TALLOCR_MAX_FREE_BLOCKS);
 
+/// Where the compute buffers of a placement come from (the scheduler's
+/// backend records, fit.rs), by backend index.
+pub(super) trait ComputeBuffers {
+    fn buffer(&self, b: usize) -> BufferRef<'_>;
+}
+
+impl ComputeBuffers for Vec<BufferRef<'_>> {
+    fn buffer(&self, b: usize) -> BufferRef<'_> {
+        self[b]
+    }
+}
+
 /// The compute buffers as one placement sees them: borrowed (none can be
-/// freed meanwhile), and as plain data for the planner.
-#[derive(Clone, Debug)]
+/// freed meanwhile), and as plain data for the planner (`specs`, one per
+/// buffer, kept by the scheduler from one compute to the next so that
+/// nothing is allocated).
+#[derive(Clone, Copy)]
 pub(super) struct Arenas<'a> {
-    pub buffers: Vec<BufferRef<'a>>,
-    /// Each buffer's base as a pointer: tensors are placed at an offset from
-    /// it, so their addresses derive from the buffer's (no integer-to-pointer
-    /// cast).
-    pub base_ptrs: Vec<*mut c_void>,
-    pub specs: Vec<ArenaSpec>,
+    pub buffers: &'a dyn ComputeBuffers,
+    pub specs: &'a [ArenaSpec],
 }
 
 impl<'a> Arenas<'a> {
-    pub fn new() -> Self {
-        Arenas { buffers: Vec::new(), base_ptrs: Vec::new(), specs: Vec::new() }
+    /// Backend `b`'s compute buffer.
+    #[inline(always)]
+    pub fn buffer(&self, b: usize) -> BufferRef<'a> {
+        self.buffers.buffer(b)
     }
+}
 
-    /// One more arena: `buffer`, with its allocator's alignment and free
-    /// blocks `free`.
-    pub fn push(&mut self, buffer: BufferRef<'a>, align: usize, measure: bool, free: Vec<(usize, usize)>) {
-        let base_ptr = buffer.base();
-        let spec = ArenaSpec { buffer: buffer.as_ptr() as usize, size: buffer.size(), base: base_ptr as usize, align, measure, free };
-        self.buffers.push(buffer);
-        self.base_ptrs.push(base_ptr);
-        self.specs.push(spec);
-    }
+/// Set `spec` to describe `buffer` with its allocator's alignment (its free
+/// blocks, `spec.free`, are the caller's to fill).
+pub(super) fn describe(spec: &mut ArenaSpec, buffer: BufferRef, align: usize, measure: bool) {
+    spec.buffer = buffer.as_ptr() as usize;
+    spec.size = buffer.size();
+    spec.base = buffer.base() as usize;
+    spec.align = align;
+    spec.measure = measure;
 }
 
 /// How far the compute buffers reach for a plan.
@@ -93,6 +105,24 @@ struct Kept {
     buffers: Vec<usize>,
 }
 
+impl Kept {
+    /// Room to record the plan of a table of `n` tensors (what it held is
+    /// forgotten: no plan holds).
+    fn reserve(&mut self, n: usize) {
+        self.data.clear();
+        self.buffer.clear();
+        self.vsrc.clear();
+        self.op.clear();
+        self.buffers.clear();
+        self.data.reserve(n);
+        self.buffer.reserve(n);
+        self.vsrc.reserve(n);
+        self.op.reserve(n);
+        // (tensors live in a few buffers: weights, inputs, compute buffers)
+        self.buffers.reserve(16);
+    }
+}
+
 /// The allocation's working state, kept between computes for its memory.
 #[derive(Default)]
 pub(super) struct Galloc {
@@ -102,7 +132,7 @@ pub(super) struct Galloc {
     /// The extra tensors (ids from the table's size on): view sources the
     /// table does not hold (none, unless a tensor changed since the table
     /// was made).
-    extras: Vec<*mut wsp_ggml_tensor>,
+    extras: Vec<TensorRef>,
     extra: PtrMap,
     kept: Option<Kept>,
 }
@@ -145,8 +175,10 @@ impl Galloc {
         self.load(table);
         // (what it loaded, recorded before the plan changes it)
         let keep = keep && bounded && self.extras.is_empty() && self.record_loaded(table);
-        let mut probe = CPlaceProbe { table, extras: &self.extras, buffers: &arenas.buffers, log: keep.then_some(&mut *log) };
-        let clean = match self.placement.plan(order, &arenas.specs, bounded, &mut probe) {
+        let mut probe = CPlaceProbe { table, extras: &self.extras, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
+        let planned = self.placement.plan(order, arenas.specs, bounded, &mut probe);
+        let asked = probe.asked;
+        let clean = match planned {
             Ok(clean) => clean,
             Err(Unplaced::TooSmall(b)) => return Err(TooSmall(b)),
             Err(Unplaced::Refused) => {
@@ -154,13 +186,20 @@ impl Galloc {
                 fatal(func, &why)
             }
         };
-        match self.kept.as_mut() {
-            Some(k) if keep && clean => {
-                k.generation = Some(table.generation());
-                k.arenas.clone_from(&arenas.specs);
-                log.trim_placement();
-            }
-            _ => log.clear_placement(),
+        let k = self.kept.get_or_insert_with(Kept::default);
+        k.arenas.truncate(arenas.specs.len());
+        let n = k.arenas.len();
+        k.arenas.iter_mut().zip(arenas.specs).for_each(|(mine, spec)| mine.clone_from(spec));
+        k.arenas.extend_from_slice(&arenas.specs[n..]);
+        if keep && clean {
+            k.generation = Some(table.generation());
+        } else {
+            log.clear_placement();
+            // Room for keeping such a plan later (the same split computed
+            // again): the vectors it fills then are already this large, so
+            // a compute of a graph no larger allocates nothing.
+            log.reserve_placement(asked);
+            k.reserve(table.len());
         }
         Ok(())
     }
@@ -178,7 +217,7 @@ impl Galloc {
         k.buffers.clear();
         // (the last buffer seen and its index: most tensors are in the same as the one before)
         let mut last: Option<(usize, u8)> = None;
-        for (l, _) in self.placement.tensors().iter().map(Tracked::loaded).zip(table.keys()).filter(|(_, k)| !k.is_null()) {
+        for (l, _) in self.placement.tensors().iter().map(Tracked::loaded).zip(table.keys()).filter(|(_, k)| k.is_some()) {
             let b = match last {
                 Some((buffer, b)) if buffer == l.buffer => b,
                 _ => {
@@ -201,11 +240,6 @@ impl Galloc {
             k.vsrc.push(l.vsrc.map(SlotId::from));
             k.op.push(op);
         }
-        // (held between computes: no spare capacity worth giving back)
-        trim(&mut k.data);
-        trim(&mut k.buffer);
-        trim(&mut k.vsrc);
-        trim(&mut k.op);
         true
     }
 
@@ -220,14 +254,13 @@ impl Galloc {
         if k.generation != Some(table.generation()) || k.arenas != arenas.specs || k.data.len() != table.len() {
             return false;
         }
-        let keys = table.keys();
-        let vsrc_ptr = |v: Option<SlotId>| v.map_or(core::ptr::null_mut(), |v| keys[v.slot()]);
+        let vsrc_ptr = |v: Option<SlotId>| v.map_or(core::ptr::null_mut(), |v| table.key_ptr(v.slot()));
         let loaded = k.data.iter().zip(&k.buffer).zip(&k.vsrc).zip(&k.op);
         let same = table.tensors().flatten().zip(loaded).all(|(t, (((&data, &b), &v), &op))| {
             let g = t.get();
             g.data as usize == data && g.buffer as usize == k.buffers[usize::from(b)] && g.view_src == vsrc_ptr(v) && g.op == i32::from(op)
         });
-        same && log.placement_holds(&mut Recheck { table, buffers: &arenas.buffers })
+        same && log.placement_holds(&mut Recheck { table, buffers: arenas.buffers })
     }
 
     /// Set the tensors' fields as planned and call the buffers' tensor
@@ -235,12 +268,24 @@ impl Galloc {
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
     pub fn apply(&self, table: &Table, arenas: &Arenas) {
+        // (the last buffer's base, read once per run of steps in it: the
+        // tensors' addresses derive from the buffer's, no integer-to-pointer
+        // cast)
+        let mut base: Option<(BackendIdx, *mut c_void)> = None;
         for &step in &self.placement.steps {
             match step {
                 Step::Alloc { id, b, offset } => {
                     let t = self.tensor(table, id);
-                    let buffer = arenas.buffers[b.get()];
-                    t.place(buffer.as_ptr(), arenas.base_ptrs[b.get()].cast::<u8>().wrapping_add(offset).cast());
+                    let buffer = arenas.buffer(b.get());
+                    let at = match base {
+                        Some((last, p)) if last == b => p,
+                        _ => {
+                            let p = buffer.base();
+                            base = Some((b, p));
+                            p
+                        }
+                    };
+                    t.place(buffer.as_ptr(), at.cast::<u8>().wrapping_add(offset).cast());
                     if !arenas.specs[b.get()].measure {
                         buffer.init_tensor(t);
                     }
@@ -253,37 +298,33 @@ impl Galloc {
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
                     if let Some(b) = b.map(BackendIdx::get).filter(|&b| !arenas.specs[b].measure) {
-                        arenas.buffers[b].init_tensor(t);
+                        arenas.buffer(b).init_tensor(t);
                     }
                 }
                 Step::Free { id, b } => {
                     if !arenas.specs[b.get()].measure {
-                        arenas.buffers[b.get()].free_tensor(self.tensor(table, id));
+                        arenas.buffer(b.get()).free_tensor(self.tensor(table, id));
                     }
                 }
             }
         }
     }
 
-    /// The plan is applied or measured: give its working memory back (it
-    /// is as large as the table; a scheduler holds it only while it places
-    /// a split). A kept plan keeps what applying it again and checking it
-    /// need.
+    /// The plan is applied or measured. Its working memory stays for the
+    /// next plan (a compute allocates nothing once a graph as large was
+    /// placed); [`Galloc::release`] gives it back.
     pub fn end_plan(&mut self) {
-        self.placement.release();
         self.extra.clear(0);
-        if !self.kept.as_ref().is_some_and(|k| k.generation.is_some()) {
-            self.kept = None;
-            self.placement.steps = Vec::new();
-            self.extras = Vec::new();
-        }
     }
 
     /// Forget everything, the kept plan too (the split it placed is
-    /// gone), and give the memory back.
+    /// gone), and give the memory back (`reset`, a measure).
     pub fn release(&mut self) {
         self.kept = None;
-        self.end_plan();
+        self.placement.release();
+        self.placement.steps = Vec::new();
+        self.extras = Vec::new();
+        self.extra = PtrMap::new();
     }
 
     /// Tensor `id`: a table slot, or an extra tensor past the table.
@@ -309,7 +350,7 @@ impl Galloc {
             let g = t.get();
             let vsrc = if g.view_src.is_null() {
                 None
-            } else if let Some(v) = info.view_src().filter(|&v| keys[v] == g.view_src) {
+            } else if let Some(v) = info.view_src().filter(|&v| table.key_ptr(v) == g.view_src) {
                 Some(v) // as registered (ggml-alloc may have changed it since)
             } else {
                 let v = table.find(g.view_src);
@@ -341,7 +382,7 @@ impl Galloc {
         }
         let id = Slot::at(table.size() + self.extras.len());
         self.extra.insert(p as usize as u64, id.get());
-        self.extras.push(p);
+        self.extras.push(t);
         let g = t.get();
         self.placement.tensors().push(Tracked::from(Loaded {
             data: g.data as usize,
@@ -359,28 +400,25 @@ impl Galloc {
 
 /// Tensor `id`: a table slot, or an extra tensor past the table.
 #[inline(always)]
-fn tensor_of(table: &Table, extras: &[*mut wsp_ggml_tensor], id: Slot) -> TensorRef {
+fn tensor_of(table: &Table, extras: &[TensorRef], id: Slot) -> TensorRef {
     let id = id.index();
-    let p = match table.keys().get(id) {
-        Some(&k) => k,
+    match table.keys().get(id) {
+        Some(&k) => k.expect("a planned tensor"),
         None => extras[id - table.size()],
-    };
-    // SAFETY: a registered tensor, or an extra: a view source of one
-    // (id_of); all are tensors of the graph, live for the compute.
-    unsafe { TensorRef::new(p) }.expect("a planned tensor")
+    }
 }
 
 /// A kept plan's questions asked again, of the table's tensors now (a kept
 /// plan has no extra tensors).
 struct Recheck<'a> {
     table: &'a Table,
-    buffers: &'a [BufferRef<'a>],
+    buffers: &'a dyn ComputeBuffers,
 }
 
 impl PlaceAnswers for Recheck<'_> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
-        self.buffers[b.get()].alloc_size(self.table.tensor(id))
+        self.buffers.buffer(b.get()).alloc_size(self.table.tensor(id))
     }
 
     #[inline(always)]
@@ -398,9 +436,11 @@ impl PlaceAnswers for Recheck<'_> {
 /// placement chapter when there is one (the plan may be kept).
 struct CPlaceProbe<'a> {
     table: &'a Table,
-    extras: &'a [*mut wsp_ggml_tensor],
-    buffers: &'a [BufferRef<'a>],
+    extras: &'a [TensorRef],
+    buffers: &'a dyn ComputeBuffers,
     log: Option<&'a mut Record>,
+    /// The questions asked, logged or not: (sizes, layouts, view offsets).
+    asked: [usize; 3],
 }
 
 impl CPlaceProbe<'_> {
@@ -412,7 +452,7 @@ impl CPlaceProbe<'_> {
 impl PlaceAnswers for CPlaceProbe<'_> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
-        self.buffers[b.get()].alloc_size(self.tensor(id))
+        self.buffers.buffer(b.get()).alloc_size(self.tensor(id))
     }
 
     #[inline(always)]
@@ -430,6 +470,7 @@ impl PlaceProbe for CPlaceProbe<'_> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         let bytes = PlaceAnswers::alloc_size(self, b, id);
+        self.asked[0] += 1;
         if let Some(log) = &mut self.log {
             log.place_size(id, b, bytes);
         }
@@ -439,6 +480,7 @@ impl PlaceProbe for CPlaceProbe<'_> {
     #[inline(always)]
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
         let yes = PlaceAnswers::same_layout(self, a, b);
+        self.asked[1] += 1;
         if let Some(log) = &mut self.log {
             log.place_layout(a, b, yes);
         }
@@ -448,6 +490,7 @@ impl PlaceProbe for CPlaceProbe<'_> {
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
         let offs = PlaceAnswers::view_offs(self, id);
+        self.asked[2] += 1;
         if let Some(log) = &mut self.log {
             log.place_offs(id, offs);
         }
@@ -463,6 +506,6 @@ impl PlaceProbe for CPlaceProbe<'_> {
     }
 
     fn backend_name(&self, b: BackendIdx) -> String {
-        self.buffers[b.get()].backend().map_or_else(String::new, |b| b.name_lossy())
+        self.buffers.buffer(b.get()).backend().map_or_else(String::new, |b| b.name_lossy())
     }
 }

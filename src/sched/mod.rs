@@ -16,17 +16,24 @@
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
 //!   place them, planned before anything is touched (plan/place.rs).
 //!
-//! Modules, bottom to top (each imports only those before it; this file,
-//! the driver, comes last): `ids` (typed indices: `Slot`, `BackendIdx`,
-//! `Rule`), `plan` (the passes and the placement's plan, sealed from C:
-//! they see slots and what was read, never a tensor, and ask the rest
-//! through probes), `table` (the slot table and what registration read),
-//! `record` (the one log of the questions asked of C), `galloc` (the
-//! placement's C side: loading, its probe, applying, keeping a plan),
-//! `state` (one split, the per-backend records and `Sched`), `probe` (the
-//! snapshot, and the passes' door to C), `reuse` (is the last split still
-//! valid), `fit` (growing compute buffers), `cell` (borrows around user
-//! code). ggml-alloc's allocator itself is owned through `crate::talloc`.
+//! Modules: `ids` (typed indices: `Slot`, `BackendIdx`, `Rule`), `plan`
+//! (the passes and the placement's plan, sealed from C: they see slots and
+//! what was read, never a tensor, and ask the rest through probes), `table`
+//! (the slot table and what registration read), `record` (the one log of
+//! the questions asked of C), `galloc` (the placement's C side: loading,
+//! its probe, applying, keeping a plan), `state` (one split, the
+//! per-backend records and `Sched`), `probe` (the snapshot, and the
+//! passes' door to C), `reuse` (is the last split still valid), `fit`
+//! (growing compute buffers), `cell` (borrows around user code, and the
+//! exec loop); their order, bottom to top, is scripts/layers' (the one
+//! place it is written). ggml-alloc's allocator itself is owned through
+//! `crate::talloc`. No `unsafe` anywhere here (forbidden): C is reached
+//! only through the safe wrappers of the boundary layer (`crate::ggml`,
+//! `crate::handle`, `crate::talloc`, ...).
+//!
+//! Nothing is allocated on the heap in a compute of a graph no larger than
+//! one placed since the last measure or reset: every vector (table, log,
+//! placement, compute-buffer descriptions) keeps its capacity until then.
 //!
 //! The driver (this file) runs every call as the same phases:
 //! - **snapshot**: register the graph's tensors (probe.rs, `Registrar`);
@@ -50,6 +57,10 @@
 //! the memory back (what Drop does at the end); `finish` ends a call (the
 //! phase above); `reset` is the C API's.
 
+// Sound by construction: the scheduler reaches C only through the safe
+// wrappers of the boundary layer (scripts/layers names it).
+#![forbid(unsafe_code)]
+
 use crate::prelude::*;
 
 mod cell;
@@ -67,7 +78,7 @@ mod tests;
 
 use crate::copy::tensor_copy;
 use crate::fatal::{check, fatal};
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_tallocr_t, EvalCallback, GraphRef, GraphView, TensorRef};
 use crate::handle::wsp_ggml_backend_buffer_t;
 use crate::handle::{tensor_backend, BackendRef};
 use crate::ptrmap::PtrMap;
@@ -89,14 +100,19 @@ enum Split {
 }
 use galloc::{Ends, TooSmall};
 use state::{nanos, refresh_copy, BackendRecord, Phase, State};
-pub use state::{BackendStats, EvalCallback, Sched, SplitStats, MAX_BACKENDS};
+pub use state::{BackendStats, Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef<'static>]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
+        let records: Vec<BackendRecord> = backends.iter().map(|&b| BackendRecord::new(b)).collect();
         Box::new(Sched {
-            backends: backends.iter().map(|&b| BackendRecord::new(b)).collect(),
+            refs: backends.to_vec(),
+            accepts_all: records.iter().map(|r| r.accepts_all).collect(),
+            arena_specs: Vec::new(),
+            grown: vec![false; backends.len()],
+            backends: records,
             phase: Phase::New,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
@@ -113,12 +129,6 @@ impl Sched {
     /// Whether `init_measure` (or `reserve`) made the compute buffers.
     pub fn is_measured(&self) -> bool {
         self.phase == Phase::Ready
-    }
-
-    /// The backends, in priority order (what registration and the probe
-    /// read: a few pointers, collected per split).
-    fn refs(&self) -> Vec<BackendRef<'static>> {
-        self.backends.iter().map(|r| r.backend).collect()
     }
 
     /// Index of `backend` in this scheduler, or abort naming `func`.
@@ -164,6 +174,10 @@ impl Sched {
     /// `grow_only`: `reserve`, whose buffers never shrink (`init_measure`
     /// sizes them as the original does, which can be smaller).
     fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
+        // What the placement kept for its memory is sized anew from here
+        // (the computes after a measure allocate nothing once they have
+        // placed a graph as large).
+        self.galloc.release();
         // Measure with fresh measure allocators; keep the real ones aside.
         let real = self.phase == Phase::Ready;
         let kept: Vec<Option<Tallocr<'static>>> =
@@ -225,8 +239,8 @@ impl Sched {
         self.backends.iter_mut().for_each(|r| r.stats = BackendStats::default());
     }
 
-    pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>, user_data: *mut core::ffi::c_void) {
-        self.eval_callback = cb.map(|f| (f, user_data as usize));
+    pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>) {
+        self.eval_callback = cb;
     }
 
     pub fn n_splits(&self) -> usize {
@@ -299,17 +313,13 @@ impl Sched {
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize) -> bool {
         let backend = self.backends[self.st.plan.splits[k].backend].backend;
-        let mut view = self.st.runs[k].view;
+        let view = &self.st.runs[k].view;
         match self.eval_callback {
             None => {
-                // SAFETY: the split's view into the graph being computed,
-                // whose tensors are live and allocated (C contract, planned).
-                unsafe { backend.graph_compute(&mut view) };
+                backend.compute_view(view);
                 true
             }
-            // SAFETY: as above; `user_data` is the one the caller set with
-            // its callback.
-            Some((cb, user_data)) => unsafe { compute_observed(view, backend, cb, user_data as *mut core::ffi::c_void) },
+            Some(cb) => compute_observed(view, backend, cb),
         }
     }
 
@@ -343,9 +353,7 @@ impl Sched {
             check(!input.data().is_null(), func, || {
                 format!("split input '{}' has no memory (no buffer, no data, not a view)", input.name_lossy())
             });
-            // SAFETY: `input` is a live tensor whose non-NULL data holds its
-            // `nbytes` (C contract on the graph's tensors).
-            unsafe { crate::handle::tensor_set(copy, input.data(), 0, input.nbytes()) };
+            crate::handle::tensor_set_from_host(copy, input);
             return input.nbytes();
         }
         check(tensor_backend(input) != Some(copy_backend), func, || {
@@ -387,14 +395,14 @@ impl Sched {
     fn place(&mut self, split: Split, func: &str) -> Result<(), NeedsFallback> {
         let reused = split == Split::Reused;
         if reused {
-            let arenas = fit::arenas(&self.backends, &self.st);
+            let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
             if self.galloc.still_holds(&self.st.table, &arenas, &self.st.reuse) {
                 self.galloc.apply(&self.st.table, &arenas);
                 self.note_reached();
                 return Ok(());
             }
         }
-        let mut grown = vec![false; self.backends.len()];
+        self.grown.fill(false);
         // A grown buffer starts empty: the caller's inputs stay in the old
         // one, where the plan no longer computes in place in their memory,
         // so the need can rise once after the first growth (found by the
@@ -403,7 +411,7 @@ impl Sched {
         // margin, and past it the compute stops with a message.
         let rounds = 4 * self.backends.len() + 4;
         for _ in 0..rounds {
-            let arenas = fit::arenas(&self.backends, &self.st);
+            let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
             let st = &mut self.st;
             let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
@@ -415,7 +423,6 @@ impl Sched {
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max()[b.get()];
             let have = arenas.specs[b.get()].size;
-            drop(arenas);
             let r = &mut self.backends[b];
             if self.debug {
                 crate::platform::errln!(
@@ -423,8 +430,8 @@ impl Sched {
                     r.backend.name_lossy()
                 );
             }
-            if r.grow(need, grown[b.get()], self.debug) {
-                grown[b.get()] = true;
+            if r.grow(need, self.grown[b.get()], self.debug) {
+                self.grown[b.get()] = true;
             } else if !self.user.is_empty() {
                 if self.debug {
                     crate::platform::errln!(
@@ -457,12 +464,11 @@ impl Sched {
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
     fn measure_split(&mut self, func: &str) -> Vec<usize> {
-        let arenas = fit::arenas(&self.backends, &self.st);
+        let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
         let st = &mut self.st;
         if self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
-        drop(arenas);
         self.galloc.end_plan();
         self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
@@ -530,10 +536,7 @@ fn make_split(
     st.table.accept(attempt)?;
     let planned = {
         let (keys, slots) = st.table.parts_mut();
-        // SAFETY: the keys were just registered from `graph` (tensors of
-        // the graph being split, live for the call: C contract), and the
-        // probe lives only for this planning.
-        let mut probe = unsafe { CProbe::new(keys, backends, &mut st.reuse) };
+        let mut probe = CProbe::new(keys, backends, &mut st.reuse);
         plan::plan_split(&mut probe, slots, &st.graph, &st.user_slots, &mut st.plan, settings)
     };
     let (notes, planned) = match planned {
@@ -556,21 +559,20 @@ impl Sched {
     /// the last split when the graph and everything it depends on are
     /// unchanged.
     fn split(&mut self, graph: GraphRef, func: &str) -> Split {
-        let backends = self.refs();
-        let reused = self.user.is_empty() && self.st.still_valid(&backends, graph);
+        let backends = &self.refs[..];
+        let reused = self.user.is_empty() && self.st.still_valid(backends, graph);
         if reused {
             for c in 0..self.st.plan.copy_of.len() {
-                refresh_copy(&backends, &mut self.st, c);
+                refresh_copy(backends, &mut self.st, c);
             }
             self.st.patch();
             self.st.view_splits(graph);
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut attempt = self.st.sizing.first_attempt(listed);
-            let accepts_all: Vec<bool> = self.backends.iter().map(|r| r.accepts_all).collect();
-            let settings = Settings { accepts_all: &accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
+            let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
             let lenient = loop {
-                match make_split(&mut self.st, &backends, settings, &self.user, graph, &attempt, func) {
+                match make_split(&mut self.st, backends, settings, &self.user, graph, &attempt, func) {
                     Ok(lenient) => break lenient,
                     Err(why) => attempt.retry(why, &self.st.table),
                 }
@@ -593,40 +595,19 @@ impl Sched {
 /// Upstream's evaluation-callback protocol for one split (`view`): ask about each
 /// node, compute in batches that end at an asked node, synchronise, then
 /// show it. Returns false when the callback asked to stop.
-///
-/// # Safety
-/// `view` is a view into a live graph (its `nodes`, and `grads` if not
-/// NULL, hold `n_nodes` entries) whose tensors are live and allocated on
-/// `backend`; `cb` is safe to call with `user_data`.
-unsafe fn compute_observed(view: wsp_ggml_cgraph, backend: BackendRef, cb: EvalCallback, user_data: *mut core::ffi::c_void) -> bool {
-    let n = view.n_nodes.max(0) as usize;
-    let node_at = |j: usize| -> *mut wsp_ggml_tensor {
-        // SAFETY: j < n_nodes of the view's node array (the caller's contract).
-        unsafe { *view.nodes.add(j) }
-    };
+fn compute_observed(view: &GraphView, backend: BackendRef, cb: EvalCallback) -> bool {
+    let n = view.n_nodes();
     let mut j0 = 0;
     while j0 < n {
         let mut j1 = j0;
-        // SAFETY: the user's callback with a live node, as upstream calls it.
-        let mut need = unsafe { cb(node_at(j1), true, user_data) };
+        let mut need = cb.call(view.node(j1), true);
         while !need && j1 + 1 < n {
             j1 += 1;
-            // SAFETY: as above.
-            need = unsafe { cb(node_at(j1), true, user_data) };
+            need = cb.call(view.node(j1), true);
         }
-        let mut batch = view;
-        // SAFETY: j0 <= j1 < n, inside the view's node (and gradient) arrays.
-        unsafe {
-            batch.nodes = view.nodes.add(j0);
-            batch.grads = if view.grads.is_null() { view.grads } else { view.grads.add(j0) };
-        }
-        batch.n_nodes = (j1 + 1 - j0) as i32;
-        batch.size = batch.n_nodes;
-        // SAFETY: a slice of `view`'s nodes (the caller's contract).
-        unsafe { backend.graph_compute(&mut batch) };
+        backend.compute_view(&view.sub(j0, j1 + 1));
         backend.synchronize_if_any();
-        // SAFETY: as above.
-        if need && !unsafe { cb(node_at(j1), false, user_data) } {
+        if need && !cb.call(view.node(j1), false) {
             return false;
         }
         j0 = j1 + 1;

@@ -17,29 +17,25 @@ use super::record::{Answers, Record};
 use super::state::State;
 use super::table::{flags_of, Attempt, Full, Table};
 use crate::fatal::fatal;
-use crate::ggml::{self, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{self, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
 use crate::ptrmap::PtrMap;
 
 /// The planner's [`Probe`] over a split's table keys (the tensors of its
 /// slots) and the scheduler's backends, logging into `record`.
 pub(super) struct CProbe<'a> {
-    keys: &'a [*mut wsp_ggml_tensor],
+    keys: &'a [Option<TensorRef>],
     backends: &'a [BackendRef<'a>],
     record: &'a mut Record,
 }
 
 impl<'a> CProbe<'a> {
-    /// # Safety
-    /// Every key is NULL (an unregistered slot, never asked about) or a
-    /// tensor that stays live for as long as the probe is used.
-    pub unsafe fn new(keys: &'a [*mut wsp_ggml_tensor], backends: &'a [BackendRef<'a>], record: &'a mut Record) -> Self {
+    pub fn new(keys: &'a [Option<TensorRef>], backends: &'a [BackendRef<'a>], record: &'a mut Record) -> Self {
         CProbe { keys, backends, record }
     }
 
     fn tensor(&self, slot: Slot) -> TensorRef {
-        // SAFETY: a registered slot's key is a live tensor (`new`'s contract).
-        unsafe { TensorRef::new(self.keys[slot]) }.expect("a registered slot")
+        self.keys[slot].expect("a registered slot")
     }
 }
 
@@ -139,11 +135,8 @@ impl Registrar<'_> {
             };
             self.st.graph.nodes.push(NodeInfo { slot, vsrc: vsrc.map(SlotId::from), srcs_end: self.st.graph.srcs.len() as u32 });
         }
-        // (memory held: only a capacity far above the need is given back,
-        // not one that the next graph refills)
-        if self.st.graph.srcs.capacity() > 2 * self.st.graph.srcs.len() + 64 {
-            self.st.graph.srcs.shrink_to_fit();
-        }
+        // (the vectors keep their capacity: a graph no larger than one
+        // registered since the last measure allocates nothing)
         Ok(())
     }
 

@@ -124,6 +124,15 @@ impl Record {
         self.placement.clear();
     }
 
+    /// Room in the placement's chapter for `asked` questions: (sizes,
+    /// layouts, view offsets).
+    pub fn reserve_placement(&mut self, asked: [usize; 3]) {
+        let log = &mut self.placement;
+        log.sizes.reserve(asked[0]);
+        log.layouts.reserve(asked[1]);
+        log.offs.reserve(asked[2]);
+    }
+
     /// The placement asked backend `b`'s buffer for the size of `id`.
     #[inline]
     pub fn place_size(&mut self, id: Slot, b: BackendIdx, bytes: usize) {
@@ -149,14 +158,6 @@ impl Record {
         log.layouts.iter().all(|&(a, b, yes)| now.same_layout(a, b) == yes)
             && log.sizes.iter().all(|&(id, b, bytes)| now.alloc_size(b, id) == bytes)
             && log.offs.iter().all(|&(id, offs)| now.view_offs(id) == offs)
-    }
-
-    /// Held between computes: no spare capacity in the placement's chapter.
-    pub fn trim_placement(&mut self) {
-        let log = &mut self.placement;
-        trim(&mut log.sizes);
-        trim(&mut log.layouts);
-        trim(&mut log.offs);
     }
 
     /// Forget the split and give the memory back.
@@ -189,13 +190,5 @@ impl Record {
     #[cfg(test)]
     pub fn compared_sizes(&self) -> bool {
         !self.sizes.is_empty()
-    }
-}
-
-/// Give back a vector's spare capacity when it is well above its length
-/// (a split computed again refills it to the same length).
-pub(super) fn trim<T>(v: &mut Vec<T>) {
-    if v.capacity() > v.len() + v.len() / 8 + 16 {
-        v.shrink_to_fit();
     }
 }

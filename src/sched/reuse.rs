@@ -74,7 +74,7 @@ impl Reread<'_> {
         let view_src = t.get().view_src;
         let same_vsrc = match info.vsrc {
             None => view_src.is_null(),
-            Some(v) => view_src == self.table.keys()[v.slot()],
+            Some(v) => view_src == self.table.key_ptr(v.slot()),
         };
         same_vsrc && flags_of(t) == info.flags && self.locator.locate(t) == info.packed_loc
     }
@@ -89,8 +89,8 @@ impl State {
         if st.reuse.standing != Standing::Reusable || nodes.len() != st.graph.nodes.len() || leafs.len() != st.graph.leafs.len() {
             return false;
         }
-        let (keys, table) = (st.table.keys(), &st.table);
-        let key = |slot: Slot| keys[slot];
+        let table = &st.table;
+        let key = |slot: Slot| table.key_ptr(slot);
         let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
         let mut same = |t: TensorRef, slot: Slot| reread.same(t, slot);
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {

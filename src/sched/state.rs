@@ -4,15 +4,13 @@
 
 use crate::prelude::*;
 
-use core::ffi::CStr;
-
 use super::galloc;
 use super::ids::{self, Rule, Slot};
 use super::plan::place::Order;
 use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
 use super::table;
-use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
+use crate::ggml::{self, wsp_ggml_tensor, EvalCallback, GraphRef, GraphView, HeapTensor, TensorRef};
 use crate::handle::BackendRef;
 use crate::ptrmap::PtrMap;
 use crate::talloc::Tallocr;
@@ -111,14 +109,11 @@ pub(super) struct State {
     pub(super) reuse: record::Record,
 }
 
-/// The evaluation callback of upstream ggml (ask/observe protocol).
-pub type EvalCallback = unsafe extern "C" fn(t: *mut wsp_ggml_tensor, ask: bool, user_data: *mut core::ffi::c_void) -> bool;
-
 /// What one split of the current split graph runs on (its view into the
 /// caller's graph) and what its last compute did: the record the C side
 /// keeps per split of the plan (`SplitPlan::splits`, same index).
 pub(super) struct SplitRun {
-    pub(super) view: wsp_ggml_cgraph,
+    pub(super) view: GraphView,
     pub(super) stats: SplitStats,
 }
 
@@ -196,13 +191,22 @@ pub(super) enum Phase {
 pub struct Sched {
     /// The backends in priority order, one record each.
     pub(super) backends: Vec<BackendRecord>,
+    /// The same backends, and whether each accepts every op: what
+    /// registration, the probe and the passes read, made once.
+    pub(super) refs: Vec<BackendRef<'static>>,
+    pub(super) accepts_all: Vec<bool>,
+    /// The compute buffers as the placement sees them, described again for
+    /// every plan in the same memory (fit.rs).
+    pub(super) arena_specs: Vec<super::plan::place::ArenaSpec>,
+    /// Which compute buffers grew in this compute (mod.rs, `place`).
+    pub(super) grown: Vec<bool>,
     pub(super) phase: Phase,
     /// The split's allocation (galloc.rs), kept for its memory.
     pub(super) galloc: galloc::Galloc,
     pub(super) debug: bool,
     /// set_node_backend assignments, honoured until the end of the next compute.
     pub(super) user: PtrMap,
-    pub(super) eval_callback: Option<(EvalCallback, usize)>,
+    pub(super) eval_callback: Option<EvalCallback>,
     pub(super) st: State,
 }
 
@@ -272,15 +276,10 @@ impl State {
 
     /// One graph view per split into the caller's node array.
     pub(super) fn view_splits(&mut self, graph: GraphRef) {
-        let nodes = graph.nodes_ptr();
-        let grads = graph.grads_ptr();
         self.runs.clear();
         self.runs.reserve_exact(self.plan.splits.len());
         for split in &self.plan.splits {
-            // SAFETY: i_start <= i_end <= n_nodes, so the offsets stay inside
-            // the graph's node (and gradient) arrays.
-            let (nodes, grads) = unsafe { (nodes.add(split.i_start), if grads.is_null() { grads } else { grads.add(split.i_start) }) };
-            let view = wsp_ggml_cgraph::of_nodes(nodes, grads, split.i_end - split.i_start, 0, graph.order());
+            let view = graph.view(split.i_start, split.i_end);
             self.runs.push(SplitRun { view, stats: SplitStats::default() });
         }
     }
@@ -324,13 +323,7 @@ pub(super) fn copy_sources(src: TensorRef) -> impl Iterator<Item = TensorRef> {
 /// Name of an input copy: "<backend>#<source>", as the original names them
 /// (cut to ggml's name length), in `buf`; returns its length.
 pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
-    let p = backend.name();
-    let backend_name: &[u8] = if p.is_null() {
-        b"(null)"
-    } else {
-        // SAFETY: get_name returns a NUL-terminated string.
-        unsafe { CStr::from_ptr(p) }.to_bytes()
-    };
+    let backend_name = backend.name_bytes();
     let mut n = 0;
     for part in [backend_name, b"#", src.name().to_bytes()] {
         let k = part.len().min(buf.len() - n);
@@ -341,12 +334,9 @@ pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml
 }
 
 /// The input copies: tensors the scheduler owns, on the heap at fixed
-/// addresses. Held by address, never through a `Box` or a reference that
-/// would claim them: the caller's graph (its patched sources), ggml and the
-/// backends read and write them through those addresses while the
-/// scheduler is borrowed.
+/// addresses (the caller's graph, ggml and the backends reach them there).
 #[derive(Default)]
-pub(super) struct CopyTensors(Vec<core::ptr::NonNull<wsp_ggml_tensor>>);
+pub(super) struct CopyTensors(Vec<HeapTensor>);
 
 impl CopyTensors {
     pub(super) fn len(&self) -> usize {
@@ -355,29 +345,16 @@ impl CopyTensors {
 
     /// One more copy, all zero.
     pub(super) fn push_zeroed(&mut self) {
-        self.0.push(core::ptr::NonNull::from(Box::leak(Box::new(ggml::zeroed_tensor()))));
+        self.0.push(HeapTensor::zeroed());
     }
 
     /// Copy `c`.
     pub(super) fn get(&self, c: usize) -> TensorRef {
-        // SAFETY: our own heap tensor, freed only on drop.
-        unsafe { TensorRef::new(self.0[c].as_ptr()) }.expect("NonNull")
+        self.0[c].handle()
     }
 
     /// Copy `c`, to rewrite. No user code may run while the reference lives.
-    #[allow(clippy::mut_from_ref)]
     pub(super) fn edit(&mut self, c: usize) -> &mut wsp_ggml_tensor {
-        // SAFETY: a live tensor of ours; `&mut self` keeps other edits out
-        // and nothing else makes a reference to it.
-        unsafe { &mut *self.0[c].as_ptr() }
-    }
-}
-
-impl Drop for CopyTensors {
-    fn drop(&mut self) {
-        for &p in &self.0 {
-            // SAFETY: made by Box::leak in push_zeroed; freed once, here.
-            drop(unsafe { Box::from_raw(p.as_ptr()) });
-        }
+        self.0[c].edit()
     }
 }

@@ -103,7 +103,7 @@ impl Attempt {
 #[derive(Default)]
 pub(super) struct Table {
     /// Tensor addresses; NULL marks a free slot.
-    keys: Vec<*mut wsp_ggml_tensor>,
+    keys: Vec<Option<TensorRef>>,
     pub info: Vec<SlotInfo>,
     len: usize,
     /// Total distance of the keys from their home slots: every step is one
@@ -141,15 +141,24 @@ impl Table {
             // A prime: tensors of one ggml context lie at a constant stride,
             // which then never maps two of them to the same slot.
             let size = next_prime(want);
-            self.keys = vec![core::ptr::null_mut(); size];
-            self.info = vec![SlotInfo::EMPTY; size];
+            // (in the vectors' memory where it is large enough: a smaller
+            // graph after a larger one allocates nothing)
+            // A quarter more room than needed: the next graphs' sizes vary
+            // a little (their input copies, the tensors outside the lists).
+            let room = size + size / 4;
+            self.keys.clear();
+            self.keys.reserve_exact(room);
+            self.keys.resize(size, None);
+            self.info.clear();
+            self.info.reserve_exact(room);
+            self.info.resize(size, SlotInfo::EMPTY);
         } else {
             // Only the slots in use are cleared: a filled table is three
             // quarters full at most, and a fill of both arrays cost more
             // than this walk of the keys (92 Ir per node of a new graph).
             for (key, info) in self.keys.iter_mut().zip(self.info.iter_mut()) {
-                if !key.is_null() {
-                    *key = core::ptr::null_mut();
+                if key.is_some() {
+                    *key = None;
                     *info = SlotInfo::EMPTY;
                 }
             }
@@ -163,7 +172,7 @@ impl Table {
 
     /// The keys (each slot's tensor) to read, and each slot's info to
     /// change: what the passes get (their probe reads the keys).
-    pub fn parts_mut(&mut self) -> (&[*mut wsp_ggml_tensor], &mut [SlotInfo]) {
+    pub fn parts_mut(&mut self) -> (&[Option<TensorRef>], &mut [SlotInfo]) {
         (&self.keys, &mut self.info)
     }
 
@@ -180,7 +189,7 @@ impl Table {
         let mut i = self.modulo.rem(key as u64) as usize;
         let mut steps = 0;
         // Never endless: the table always has free slots (load <= 3/4).
-        while !self.keys[i].is_null() && self.keys[i] != key {
+        while self.keys[i].is_some_and(|k| k.as_ptr() != key) {
             i += 1;
             steps += 1;
             if i == size {
@@ -197,21 +206,20 @@ impl Table {
             return None;
         }
         let (i, _) = self.probe(t);
-        (!self.keys[i].is_null()).then_some(Slot::at(i))
+        self.keys[i].is_some().then_some(Slot::at(i))
     }
 
     /// The slot of `t`, registering it if new (`true`).
     #[inline]
     pub fn insert(&mut self, t: TensorRef) -> Result<(Slot, bool), Full> {
-        let key = t.as_ptr();
-        let (i, steps) = self.probe(key);
-        if !self.keys[i].is_null() {
+        let (i, steps) = self.probe(t.as_ptr());
+        if self.keys[i].is_some() {
             return Ok((Slot::at(i), false));
         }
         if self.len >= self.limit {
             return Err(Full);
         }
-        self.keys[i] = key;
+        self.keys[i] = Some(t);
         self.len += 1;
         self.steps += steps;
         Ok((Slot::at(i), true))
@@ -220,23 +228,13 @@ impl Table {
     /// The tensor in a registered slot.
     #[inline]
     pub fn tensor(&self, slot: Slot) -> TensorRef {
-        Self::entry(self.keys[slot]).expect("slot is registered")
+        self.keys[slot].expect("slot is registered")
     }
 
     /// The tensor of every slot, in slot order (`None`: a free slot).
     #[inline]
     pub fn tensors(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
-        self.keys.iter().map(|&k| Self::entry(k))
-    }
-
-    /// A key as a handle (`None`: a free slot).
-    #[inline(always)]
-    fn entry(key: *mut wsp_ggml_tensor) -> Option<TensorRef> {
-        // SAFETY: a key of the table is a tensor of the graph being
-        // computed (a leaf, node, source or view source) or one of our input
-        // copies: registered tensors are live for the compute (C contract),
-        // and the passes read them only then.
-        unsafe { TensorRef::new(key) }
+        self.keys.iter().copied()
     }
 
     /// Whether keys sit far from their home slots (more than one step in
@@ -262,9 +260,18 @@ impl Table {
         self.len
     }
 
-    /// All keys (NULL: free slot).
+    /// The address of slot `slot`'s tensor (NULL: a free slot), to compare
+    /// with the pointers C structs hold.
+    #[inline(always)]
+    pub fn key_ptr(&self, slot: Slot) -> *mut wsp_ggml_tensor {
+        self.keys[slot].map_or(core::ptr::null_mut(), TensorRef::as_ptr)
+    }
+
+    /// All keys (`None`: a free slot). A key is a tensor of the graph
+    /// being computed (a leaf, node, source or view source) or one of our
+    /// input copies, live for the compute (C contract).
     #[inline]
-    pub fn keys(&self) -> &[*mut wsp_ggml_tensor] {
+    pub fn keys(&self) -> &[Option<TensorRef>] {
         &self.keys
     }
 }
@@ -324,8 +331,8 @@ mod tests {
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
-            // SAFETY: a tensor of `ts`, which outlives the table.
-            let r = unsafe { TensorRef::new(b) }.unwrap();
+            // (a tensor of `ts`, which outlives the table)
+            let r = TensorRef::of_test(b);
             match t.insert(r) {
                 Ok((s, true)) => slots.push(s),
                 Ok((_, false)) => panic!("new key reported as present"),
@@ -338,14 +345,13 @@ mod tests {
         let n = full_at.expect("a table for 10 fills up before 200");
         assert_eq!(n, t.limit);
         for (k, b) in ts.iter_mut().take(n).enumerate() {
-            // SAFETY: as above.
-            let r = unsafe { TensorRef::new(b) }.unwrap();
+            let r = TensorRef::of_test(b);
             assert_eq!(t.find(r.as_ptr()), Some(slots[k]));
             assert_eq!(t.insert(r).unwrap(), (slots[k], false));
             assert_eq!(t.tensor(slots[k]), r);
         }
         assert_eq!(t.find(&mut ts[n]), None);
-        assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), n);
+        assert_eq!(t.keys().iter().filter(|k| k.is_some()).count(), n);
         for &s in &slots {
             t.info[s] = SlotInfo::registered(super::super::ids::Loc::Foreign, SlotInfo::COMPUTED);
         }
@@ -353,7 +359,7 @@ mod tests {
         let size = t.size();
         t.reset(10, 0);
         assert_eq!(t.size(), size);
-        assert_eq!(t.keys().iter().filter(|k| !k.is_null()).count(), 0);
+        assert_eq!(t.keys().iter().filter(|k| k.is_some()).count(), 0);
         assert!(t.info.iter().all(|&i| i == SlotInfo::EMPTY), "a free slot has no facts");
     }
 
@@ -385,10 +391,7 @@ mod tests {
     #[test]
     fn crowding_is_measured() {
         // never dereferenced: the table only hashes and compares addresses
-        // (made without provenance, not by an integer cast, for Miri)
-        // SAFETY: never dereferenced, as just said (TensorRef::new's contract
-        // only covers handles that are).
-        let fake = |a: usize| unsafe { TensorRef::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(a)) }.unwrap();
+        let fake = TensorRef::address_only;
         let mut t = Table::default();
         t.reset(100, 0);
         let size = t.keys().len();

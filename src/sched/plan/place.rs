@@ -48,7 +48,7 @@ impl Loaded {
 }
 
 /// One compute buffer as the placement sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(in crate::sched) struct ArenaSpec {
     /// The buffer's address, its size, base address and alignment (as its
     /// allocator has them).
@@ -63,17 +63,16 @@ pub(in crate::sched) struct ArenaSpec {
     pub free: Vec<(usize, usize)>,
 }
 
-impl ArenaSpec {
-    /// The same arena without an end: its last free block reaches as far as
-    /// needed (to learn how much a split needs).
-    fn endless(&self) -> Vec<(usize, usize)> {
-        const HUGE: usize = usize::MAX / 4;
-        let mut free = self.free.clone();
-        match free.last_mut() {
-            Some(last) if last.0 + last.1 >= self.size => last.1 = HUGE,
-            _ => free.push((self.size, HUGE)),
-        }
-        free
+impl Clone for ArenaSpec {
+    fn clone(&self) -> ArenaSpec {
+        ArenaSpec { free: self.free.clone(), ..*self }
+    }
+
+    /// (reusing the free blocks' vector)
+    fn clone_from(&mut self, source: &ArenaSpec) {
+        let mut free = core::mem::take(&mut self.free);
+        free.clone_from(&source.free);
+        *self = ArenaSpec { free, ..*source };
     }
 }
 
@@ -212,8 +211,15 @@ impl Placement {
     /// else endless). Ok: whether the plan read nothing besides what was
     /// loaded and the probe's logged answers (it may be kept).
     pub fn plan<P: PlaceProbe>(&mut self, order: &Order, arenas: &[ArenaSpec], bounded: bool, probe: &mut P) -> Result<bool, Unplaced> {
-        self.models.clear();
-        self.models.extend(arenas.iter().map(|a| Model::from_blocks(if bounded { a.free.clone() } else { a.endless() })));
+        // (the models are kept from one plan to the next, for their memory)
+        self.models.truncate(arenas.len());
+        self.models.resize_with(arenas.len(), Model::default);
+        for (m, a) in self.models.iter_mut().zip(arenas) {
+            m.reset(&a.free);
+            if !bounded {
+                m.endless(a.size);
+            }
+        }
         self.max.clear();
         self.max.resize(arenas.len(), 0);
         self.steps.clear();

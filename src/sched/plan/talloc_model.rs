@@ -19,6 +19,7 @@ struct Block {
 
 /// The free blocks of an allocator over `[start, end)` (offsets from the
 /// buffer's base), sorted by address.
+#[derive(Default)]
 pub(in crate::sched) struct Model {
     blocks: Vec<Block>,
 }
@@ -31,8 +32,32 @@ impl Model {
     }
 
     /// An allocator with these free blocks (offset, size), sorted by offset.
-    pub fn from_blocks(blocks: Vec<(usize, usize)>) -> Model {
-        Model { blocks: blocks.into_iter().map(|(addr, size)| Block { addr, size }).collect() }
+    #[cfg(test)]
+    pub fn from_blocks(blocks: &[(usize, usize)]) -> Model {
+        let mut m = Model { blocks: Vec::new() };
+        m.reset(blocks);
+        m
+    }
+
+    /// The allocator again, with these free blocks (offset, size), sorted
+    /// by offset. Its vector is kept: it holds what ggml-alloc can hold
+    /// (one block more than its limit while a free merges), so a model
+    /// reset for each plan allocates only the first time.
+    pub fn reset(&mut self, blocks: &[(usize, usize)]) {
+        self.blocks.clear();
+        self.blocks.reserve(blocks.len().max(MAX_FREE_BLOCKS + 1));
+        self.blocks.extend(blocks.iter().map(|&(addr, size)| Block { addr, size }));
+    }
+
+    /// The same allocator without an end, in a buffer of `size` bytes: its
+    /// last free block reaches as far as needed (to learn how much a split
+    /// needs).
+    pub fn endless(&mut self, size: usize) {
+        const HUGE: usize = usize::MAX / 4;
+        match self.blocks.last_mut() {
+            Some(last) if last.addr + last.size >= size => last.size = HUGE,
+            _ => self.blocks.push(Block { addr: size, size: HUGE }),
+        }
     }
 
     /// `ggml_tallocr_alloc`: the best fitting block besides the last, else
@@ -151,6 +176,6 @@ mod tests {
     fn a_full_allocator_fits_nothing_more() {
         let mut m = Model::new(16, 16);
         assert_eq!(m.alloc(1), None);
-        assert_eq!(Model::from_blocks(vec![]).alloc(1), None);
+        assert_eq!(Model::from_blocks(&[]).alloc(1), None);
     }
 }
