@@ -400,7 +400,7 @@ mod tests {
     use crate::handle::{is_cpu_buffer, tensor_get, tensor_set};
 
     /// A [16] f32 tensor at `data` in `buffer` (the tests' stub of
-    /// wsp_ggml_nbytes, sched/tests.rs, gives 64 bytes).
+    /// wsp_ggml_nbytes, fake_c.rs, gives 64 bytes).
     fn tensor_in(buffer: crate::handle::BufferRef, data: *mut c_void) -> wsp_ggml_tensor {
         let mut t = zeroed_tensor();
         t.ne = [16, 1, 1, 1];
@@ -466,7 +466,7 @@ mod tests {
     /// The CPU backend's graph-plan bookkeeping and work buffer, as far as
     /// Miri reaches without ggml.c: `wsp_ggml_graph_plan` and
     /// `wsp_ggml_graph_compute` are C (stubbed as unreachable for the unit
-    /// tests, sched/tests.rs), so `graph_plan_create`, `graph_plan_compute`
+    /// tests, fake_c.rs), so `graph_plan_create`, `graph_plan_compute`
     /// and `graph_compute` cannot run here. What they leave behind can: a
     /// plan as `cpu_graph_plan_create` makes it (the cplan with the
     /// context's thread count and abort callback, its work data in the

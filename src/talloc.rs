@@ -23,6 +23,8 @@ use crate::handle::{assert_owning, BackendRef, BufferRef, OwnedBuffer};
 /// `'b`: the buffer it allocates in, when borrowed ([`Tallocr::over`]).
 pub(crate) struct Tallocr<'b> {
     raw: NonNull<wsp_ggml_tallocr>,
+    /// Its buffer, read once: an allocator's buffer never changes.
+    buffer: NonNull<crate::handle::wsp_ggml_backend_buffer>,
     /// A buffer the allocator does not own (ggml-alloc frees only the ones
     /// it allocated), held for it: freed after it (fields drop after `drop`).
     _held: Option<OwnedBuffer>,
@@ -35,7 +37,7 @@ impl Tallocr<'static> {
     /// What ggml-alloc made (`what`: the call, for the message).
     fn made(raw: wsp_ggml_tallocr_t, buffer: Option<OwnedBuffer>, what: &str) -> Self {
         let raw = NonNull::new(raw).unwrap_or_else(|| fatal(what, "ggml-alloc made no allocator"));
-        Tallocr { raw, _held: buffer, _borrows: PhantomData }
+        Tallocr { raw, buffer: buffer_of(raw, what), _held: buffer, _borrows: PhantomData }
     }
 
     /// A measure allocator for `backend` (ggml-alloc allocates a 1-byte
@@ -62,6 +64,13 @@ impl Tallocr<'static> {
     }
 }
 
+/// The buffer of a new allocator (`what` made it).
+fn buffer_of(raw: NonNull<wsp_ggml_tallocr>, what: &str) -> NonNull<crate::handle::wsp_ggml_backend_buffer> {
+    // SAFETY: a live allocator, just made.
+    NonNull::new(unsafe { wsp_ggml_tallocr_get_buffer(raw.as_ptr()) })
+        .unwrap_or_else(|| fatal(what, "ggml-alloc made an allocator without a buffer"))
+}
+
 impl<'b> Tallocr<'b> {
     /// An allocator in `buffer`, borrowed: it cannot outlive the buffer.
     pub fn over(buffer: BufferRef<'b>) -> Self {
@@ -69,7 +78,7 @@ impl<'b> Tallocr<'b> {
         // does not outlive.
         let raw = unsafe { ggml::wsp_ggml_tallocr_new_from_buffer(buffer.as_ptr()) };
         let raw = NonNull::new(raw).unwrap_or_else(|| fatal("wsp_ggml_tallocr_new_from_buffer", "ggml-alloc made no allocator"));
-        Tallocr { raw, _held: None, _borrows: PhantomData }
+        Tallocr { raw, buffer: buffer_of(raw, "wsp_ggml_tallocr_new_from_buffer"), _held: None, _borrows: PhantomData }
     }
 
     /// The allocator, for C (`sched_get_tallocr`): valid while `self` is.
@@ -78,10 +87,10 @@ impl<'b> Tallocr<'b> {
     }
 
     /// The buffer it allocates in.
+    #[inline]
     pub fn buffer(&self) -> BufferRef<'_> {
-        // SAFETY: our live allocator; its buffer is live as long as it is.
-        let buffer = unsafe { BufferRef::new(wsp_ggml_tallocr_get_buffer(self.as_ptr())) };
-        buffer.expect("a ggml-alloc allocator has a buffer")
+        // SAFETY: our live allocator's buffer, live as long as it is.
+        unsafe { BufferRef::new(self.buffer.as_ptr()) }.expect("NonNull")
     }
 
     pub fn is_measure(&self) -> bool {

@@ -937,12 +937,15 @@ static void dec_build(struct step_bench * s, struct wsp_ggml_context * ctx, int 
 }
 
 // The graph of compute `step` (from 0), built anew in a new context on
-// rmem. Not measured.
+// rmem; with BENCH_OWN_CONTEXT=1 in the environment, in a context that
+// ggml_init allocates itself (mem_buffer NULL), as simple clients build
+// them, freed after the compute (at the next rebuild). Not measured.
 __attribute__((noinline)) void B(step_rebuild)(struct step_bench * s, int step) {
     if (s->rctx != NULL) {
         wsp_ggml_free(s->rctx);
     }
-    struct wsp_ggml_init_params p = { s->rmem_size, s->rmem, true };
+    const char * own = getenv("BENCH_OWN_CONTEXT");
+    struct wsp_ggml_init_params p = { s->rmem_size, own != NULL && strcmp(own, "1") == 0 ? NULL : s->rmem, true };
     s->rctx = wsp_ggml_init(p);
     BCHECK(s->rctx != NULL);
     switch (s->kind) {

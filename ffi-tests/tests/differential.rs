@@ -91,12 +91,13 @@ fn sched_pass3_runs_before_the_split() {
 
 /// No heap allocation in a compute of the same graph or of a new graph no
 /// larger than one computed since init_measure (graphs rebuilt in a fresh
-/// context every compute); the original allocates none either.
+/// context every compute, or in one fixed block); the original allocates
+/// none either, and the first compute allocates what the original's does.
 #[test]
 fn sched_computes_allocate_nothing() {
     let out = differential("sched_allocs.c", TB, &[]);
-    let counts: Vec<&str> = out.lines().filter(|l| l.starts_with("allocs ")).collect();
-    assert!(counts.len() >= 10, "{out}");
+    let counts: Vec<&str> = out.lines().filter(|l| l.starts_with("allocs ") && !l.contains(" first ")).collect();
+    assert!(counts.len() >= 15, "{out}");
     for l in counts {
         assert!(l.ends_with(" 0"), "a compute allocated: {l}");
     }

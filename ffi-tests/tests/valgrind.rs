@@ -67,6 +67,7 @@ memcheck_tests! {
     memcheck_sched_beyond => "sched_beyond.c",
     memcheck_ext_fits => "ext_fits.c",
     memcheck_sched_placement => "sched_placement.c",
+    memcheck_sched_first_split => "sched_first_split.c",
 }
 
 /// Run `program` under helgrind with ggml.c's own reports suppressed

@@ -29,9 +29,7 @@ pub(super) struct NeedsFallback;
 /// buffer and free blocks (what the caller allocated there stays),
 /// borrowed from the records, so that no allocator can be freed meanwhile.
 /// Described in `specs`, whose memory is reused from one plan to the next.
-// (a Vec: a slice cannot be a trait object)
-#[allow(clippy::ptr_arg)]
-pub(super) fn arenas<'p>(records: &'p Vec<BackendRecord>, st: &State, specs: &'p mut Vec<ArenaSpec>) -> Arenas<'p> {
+pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State, specs: &'p mut Vec<ArenaSpec>) -> Arenas<'p, [BackendRecord]> {
     specs.truncate(records.len());
     specs.resize_with(records.len(), ArenaSpec::default);
     for (spec, talloc) in specs.iter_mut().zip(records.iter().map(|r| &r.talloc)) {
@@ -48,7 +46,8 @@ pub(super) fn arenas<'p>(records: &'p Vec<BackendRecord>, st: &State, specs: &'p
     Arenas { buffers: records, specs }
 }
 
-impl ComputeBuffers for Vec<BackendRecord> {
+impl ComputeBuffers for [BackendRecord] {
+    #[inline]
     fn buffer(&self, b: usize) -> BufferRef<'_> {
         self[b].talloc.buffer()
     }

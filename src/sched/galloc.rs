@@ -41,7 +41,8 @@ pub(super) trait ComputeBuffers {
     fn buffer(&self, b: usize) -> BufferRef<'_>;
 }
 
-impl ComputeBuffers for Vec<BufferRef<'_>> {
+impl ComputeBuffers for [BufferRef<'_>] {
+    #[inline]
     fn buffer(&self, b: usize) -> BufferRef<'_> {
         self[b]
     }
@@ -51,13 +52,20 @@ impl ComputeBuffers for Vec<BufferRef<'_>> {
 /// freed meanwhile), and as plain data for the planner (`specs`, one per
 /// buffer, kept by the scheduler from one compute to the next so that
 /// nothing is allocated).
-#[derive(Clone, Copy)]
-pub(super) struct Arenas<'a> {
-    pub buffers: &'a dyn ComputeBuffers,
+pub(super) struct Arenas<'a, B: ComputeBuffers + ?Sized> {
+    pub buffers: &'a B,
     pub specs: &'a [ArenaSpec],
 }
 
-impl<'a> Arenas<'a> {
+impl<B: ComputeBuffers + ?Sized> Clone for Arenas<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: ComputeBuffers + ?Sized> Copy for Arenas<'_, B> {}
+
+impl<'a, B: ComputeBuffers + ?Sized> Arenas<'a, B> {
     /// Backend `b`'s compute buffer.
     #[inline(always)]
     pub fn buffer(&self, b: usize) -> BufferRef<'a> {
@@ -155,11 +163,11 @@ impl Galloc {
     /// applied again while that holds (a split computed again and again). Err: the first backend whose
     /// buffer is too small (the plan stops there). Aborts naming `func`
     /// where ggml-alloc would crash.
-    pub fn plan(
+    pub fn plan<B: ComputeBuffers + ?Sized>(
         &mut self,
         table: &Table,
         order: &Order,
-        arenas: &Arenas,
+        arenas: &Arenas<B>,
         ends: Ends,
         log: &mut Record,
         func: &str,
@@ -249,7 +257,7 @@ impl Galloc {
     /// `load` reads), and every question it asked (`log`'s placement
     /// chapter) gets the same answer. Then [`Galloc::apply`] places the
     /// split as a new plan would (the plan is a function of exactly these).
-    pub fn still_holds(&self, table: &Table, arenas: &Arenas, log: &Record) -> bool {
+    pub fn still_holds<B: ComputeBuffers + ?Sized>(&self, table: &Table, arenas: &Arenas<B>, log: &Record) -> bool {
         let Some(k) = &self.kept else { return false };
         if k.generation != Some(table.generation()) || k.arenas != arenas.specs || k.data.len() != table.len() {
             return false;
@@ -267,22 +275,22 @@ impl Galloc {
     /// callbacks in ggml-alloc's order. `arenas` as for the plan.
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
-    pub fn apply(&self, table: &Table, arenas: &Arenas) {
-        // (the last buffer's base, read once per run of steps in it: the
-        // tensors' addresses derive from the buffer's, no integer-to-pointer
-        // cast)
-        let mut base: Option<(BackendIdx, *mut c_void)> = None;
+    pub fn apply<B: ComputeBuffers + ?Sized>(&self, table: &Table, arenas: &Arenas<B>) {
+        // (the last buffer and its base, read once per run of steps in it:
+        // the tensors' addresses derive from the buffer's, no
+        // integer-to-pointer cast)
+        let mut last: Option<(BackendIdx, BufferRef, *mut c_void)> = None;
         for &step in &self.placement.steps {
             match step {
                 Step::Alloc { id, b, offset } => {
                     let t = self.tensor(table, id);
-                    let buffer = arenas.buffer(b.get());
-                    let at = match base {
-                        Some((last, p)) if last == b => p,
+                    let (buffer, at) = match last {
+                        Some((lb, buffer, base)) if lb == b => (buffer, base),
                         _ => {
-                            let p = buffer.base();
-                            base = Some((b, p));
-                            p
+                            let buffer = arenas.buffer(b.get());
+                            let base = buffer.base();
+                            last = Some((b, buffer, base));
+                            (buffer, base)
                         }
                     };
                     t.place(buffer.as_ptr(), at.cast::<u8>().wrapping_add(offset).cast());
@@ -315,6 +323,13 @@ impl Galloc {
     /// placed); [`Galloc::release`] gives it back.
     pub fn end_plan(&mut self) {
         self.extra.clear(0);
+    }
+
+    /// Room to plan for a table of `n` slots without allocating.
+    pub fn reserve(&mut self, n: usize) {
+        let slots = self.placement.tensors();
+        slots.reserve(n.saturating_sub(slots.len()));
+        self.kept.get_or_insert_with(Kept::default).reserve(n);
     }
 
     /// Forget everything, the kept plan too (the split it placed is
@@ -410,12 +425,12 @@ fn tensor_of(table: &Table, extras: &[TensorRef], id: Slot) -> TensorRef {
 
 /// A kept plan's questions asked again, of the table's tensors now (a kept
 /// plan has no extra tensors).
-struct Recheck<'a> {
+struct Recheck<'a, B: ComputeBuffers + ?Sized> {
     table: &'a Table,
-    buffers: &'a dyn ComputeBuffers,
+    buffers: &'a B,
 }
 
-impl PlaceAnswers for Recheck<'_> {
+impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         self.buffers.buffer(b.get()).alloc_size(self.table.tensor(id))
@@ -434,22 +449,22 @@ impl PlaceAnswers for Recheck<'_> {
 
 /// The placement's questions, answered by C now; logged in `log`'s
 /// placement chapter when there is one (the plan may be kept).
-struct CPlaceProbe<'a> {
+struct CPlaceProbe<'a, B: ComputeBuffers + ?Sized> {
     table: &'a Table,
     extras: &'a [TensorRef],
-    buffers: &'a dyn ComputeBuffers,
+    buffers: &'a B,
     log: Option<&'a mut Record>,
     /// The questions asked, logged or not: (sizes, layouts, view offsets).
     asked: [usize; 3],
 }
 
-impl CPlaceProbe<'_> {
+impl<B: ComputeBuffers + ?Sized> CPlaceProbe<'_, B> {
     fn tensor(&self, id: Slot) -> TensorRef {
         tensor_of(self.table, self.extras, id)
     }
 }
 
-impl PlaceAnswers for CPlaceProbe<'_> {
+impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         self.buffers.buffer(b.get()).alloc_size(self.tensor(id))
@@ -466,7 +481,7 @@ impl PlaceAnswers for CPlaceProbe<'_> {
     }
 }
 
-impl PlaceProbe for CPlaceProbe<'_> {
+impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         let bytes = PlaceAnswers::alloc_size(self, b, id);

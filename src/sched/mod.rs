@@ -188,6 +188,12 @@ impl Sched {
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
         let sizes = self.measure_split(func);
+        // Room for the computes that follow: the table of a graph as large
+        // (with the input copies and other tensors this one had) and the
+        // placement's state over it, so that they allocate nothing.
+        let next = self.st.sizing.first_attempt(graph.n_nodes() + graph.n_leafs());
+        self.st.table.reserve_for(&next);
+        self.galloc.reserve(self.st.table.capacity());
         for ((r, measured), old) in self.backends.iter_mut().zip(sizes).zip(kept) {
             let Some(old) = old else {
                 // Exactly the measured size, as the original (programs print

@@ -124,6 +124,22 @@ impl Table {
         self.reset(attempt.expected, attempt.avoid);
     }
 
+    /// Room for the table the next split of `attempt` would make, kept
+    /// (nothing else changes): a measure sizes it for the computes that
+    /// follow, so that the first one allocates nothing either.
+    pub fn reserve_for(&mut self, attempt: &Attempt) {
+        let want = (attempt.expected + attempt.expected / 3 + 17).max(attempt.avoid + 1);
+        let size = next_prime(want);
+        let room = size + size / 4;
+        self.keys.reserve_exact(room.saturating_sub(self.keys.len()));
+        self.info.reserve_exact(room.saturating_sub(self.info.len()));
+    }
+
+    /// The most slots the table takes without allocating.
+    pub fn capacity(&self) -> usize {
+        self.keys.capacity().min(self.info.capacity())
+    }
+
     /// Whether the keys just registered sit well enough in this size: a
     /// crowded table is retried at another size, four times at most.
     pub fn accept(&self, attempt: &Attempt) -> Result<(), Retry> {

@@ -132,8 +132,8 @@ struct TestArenas {
 }
 
 impl TestArenas {
-    fn arenas(&self) -> Arenas<'_> {
-        Arenas { buffers: &self.buffers, specs: &self.specs }
+    fn arenas(&self) -> Arenas<'_, [BufferRef<'static>]> {
+        Arenas { buffers: &self.buffers[..], specs: &self.specs }
     }
 }
 
@@ -299,7 +299,7 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
 
     let mut other = ta.specs.clone();
     other[0].free = vec![(64, 1024 - 64)];
-    let other = Arenas { buffers: &ta.buffers, specs: &other };
+    let other = Arenas { buffers: &ta.buffers[..], specs: &other };
     assert!(!g.still_holds(&st.table, &other, &log), "the compute buffer's free blocks");
 
     edit(v, |t| t.view_src = n2);
