@@ -122,10 +122,10 @@ impl Kept {
         self.vsrc.clear();
         self.op.clear();
         self.buffers.clear();
-        self.data.reserve(n);
-        self.buffer.reserve(n);
-        self.vsrc.reserve(n);
-        self.op.reserve(n);
+        self.data.reserve_exact(n);
+        self.buffer.reserve_exact(n);
+        self.vsrc.reserve_exact(n);
+        self.op.reserve_exact(n);
         // (tensors live in a few buffers: weights, inputs, compute buffers)
         self.buffers.reserve(16);
     }
@@ -325,11 +325,13 @@ impl Galloc {
         self.extra.clear(0);
     }
 
-    /// Room to plan for a table of `n` slots without allocating.
-    pub fn reserve(&mut self, n: usize) {
-        let slots = self.placement.tensors();
-        slots.reserve(n.saturating_sub(slots.len()));
-        self.kept.get_or_insert_with(Kept::default).reserve(n);
+    /// Room to plan, and keep the plan, for a table of `slots` slots and
+    /// `tensors` tensors without allocating (exactly: a compute would
+    /// allocate as much).
+    pub fn reserve(&mut self, slots: usize, tensors: usize) {
+        let placed = self.placement.tensors();
+        placed.reserve_exact(slots.saturating_sub(placed.len()));
+        self.kept.get_or_insert_with(Kept::default).reserve(tensors);
     }
 
     /// Forget everything, the kept plan too (the split it placed is

@@ -192,8 +192,8 @@ impl Sched {
         // (with the input copies and other tensors this one had) and the
         // placement's state over it, so that they allocate nothing.
         let next = self.st.sizing.first_attempt(graph.n_nodes() + graph.n_leafs());
-        self.st.table.reserve_for(&next);
-        self.galloc.reserve(self.st.table.capacity());
+        let (slots, tensors) = self.st.table.reserve_for(&next);
+        self.galloc.reserve(slots, tensors);
         for ((r, measured), old) in self.backends.iter_mut().zip(sizes).zip(kept) {
             let Some(old) = old else {
                 // Exactly the measured size, as the original (programs print

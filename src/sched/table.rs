@@ -126,18 +126,16 @@ impl Table {
 
     /// Room for the table the next split of `attempt` would make, kept
     /// (nothing else changes): a measure sizes it for the computes that
-    /// follow, so that the first one allocates nothing either.
-    pub fn reserve_for(&mut self, attempt: &Attempt) {
+    /// follow, so that the first one allocates nothing either, also when
+    /// it retries another size (see [`Table::accept`]). Returns the slots
+    /// and the tensors to make room for.
+    pub fn reserve_for(&mut self, attempt: &Attempt) -> (usize, usize) {
         let want = (attempt.expected + attempt.expected / 3 + 17).max(attempt.avoid + 1);
         let size = next_prime(want);
         let room = size + size / 4;
         self.keys.reserve_exact(room.saturating_sub(self.keys.len()));
         self.info.reserve_exact(room.saturating_sub(self.info.len()));
-    }
-
-    /// The most slots the table takes without allocating.
-    pub fn capacity(&self) -> usize {
-        self.keys.capacity().min(self.info.capacity())
+        (room, attempt.expected + attempt.expected / 4)
     }
 
     /// Whether the keys just registered sit well enough in this size: a
