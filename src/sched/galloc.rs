@@ -321,7 +321,7 @@ impl Galloc {
     /// The plan is applied or measured. Its working memory stays for the
     /// next plan (a compute allocates nothing once a graph as large was
     /// placed); [`Galloc::release`] gives it back.
-    pub fn end_plan(&mut self) {
+    pub fn clear(&mut self) {
         self.extra.clear(0);
     }
 

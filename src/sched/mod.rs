@@ -53,9 +53,11 @@
 //! and releases the split.
 //!
 //! Teardown verbs mean one thing each: `clear` forgets the contents and
-//! keeps the memory (for the next split); `release` forgets them and gives
-//! the memory back (what Drop does at the end); `finish` ends a call (the
-//! phase above); `reset` is the C API's.
+//! keeps the memory (for the next split; `clear_to`/`clear_for` start
+//! again from given contents); `release` forgets them and gives the memory
+//! back (what Drop does at the end); `finish` ends a call (the phase
+//! above); `reset` is the C API's (`sched_reset`, and ggml-alloc's
+//! allocator reset). `unpatch` undoes `patch` (the graph's sources).
 
 // Sound by construction: the scheduler reaches C only through the safe
 // wrappers of the boundary layer (scripts/layers names it).
@@ -421,7 +423,7 @@ impl Sched {
             let st = &mut self.st;
             let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
                 self.galloc.apply(&self.st.table, &arenas);
-                self.galloc.end_plan();
+                self.galloc.clear();
                 self.note_reached();
                 return Ok(());
             };
@@ -475,7 +477,7 @@ impl Sched {
         if self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
-        self.galloc.end_plan();
+        self.galloc.clear();
         self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
 

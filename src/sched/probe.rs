@@ -99,7 +99,7 @@ impl Registrar<'_> {
     /// Clear the tables and register every leaf, node, source and view source.
     pub(super) fn index_graph(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
-        st.table.reset_for(attempt);
+        st.table.clear_for(attempt);
         st.clear_split();
         st.graph.leafs.reserve_exact(graph.n_leafs());
         st.graph.nodes.reserve_exact(graph.n_nodes());

@@ -38,7 +38,7 @@ impl Redirections {
     }
 
     /// Give the graph its sources back (nothing if they are not redirected).
-    pub(super) fn undo(&mut self) {
+    pub(super) fn unpatch(&mut self) {
         for (node, j, original) in self.applied.drain(..).rev() {
             node.set_src(j, original);
         }
@@ -52,7 +52,7 @@ impl Redirections {
 
 impl Drop for Redirections {
     fn drop(&mut self) {
-        self.undo();
+        self.unpatch();
     }
 }
 
@@ -291,7 +291,7 @@ impl State {
 
     /// Give the graph its sources back.
     pub(super) fn unpatch(&mut self) {
-        self.redirected.undo();
+        self.redirected.unpatch();
     }
 }
 

@@ -120,8 +120,8 @@ pub(super) struct Table {
 
 impl Table {
     /// Empty the table for `attempt`.
-    pub fn reset_for(&mut self, attempt: &Attempt) {
-        self.reset(attempt.expected, attempt.avoid);
+    pub fn clear_for(&mut self, attempt: &Attempt) {
+        self.clear_to(attempt.expected, attempt.avoid);
     }
 
     /// Room for the table the next split of `attempt` would make, kept
@@ -149,7 +149,7 @@ impl Table {
 
     /// Empty the table, with room for `expected` tensors and more than
     /// `size` slots (0, or a size that was crowded).
-    fn reset(&mut self, expected: usize, size: usize) {
+    fn clear_to(&mut self, expected: usize, size: usize) {
         let want = (expected + expected / 3 + 17).max(size + 1);
         if self.keys.len() < want || self.keys.len() > 2 * want {
             // A prime: tensors of one ggml context lie at a constant stride,
@@ -259,7 +259,7 @@ impl Table {
     }
 
     /// Which filling of the table this is: the slots of one generation are
-    /// the same tensors (reset and release start a new one).
+    /// the same tensors (clearing and releasing start a new one).
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -341,7 +341,7 @@ mod tests {
     fn insert_find_and_full() {
         let mut ts = tensors(200);
         let mut t = Table::default();
-        t.reset(10, 0);
+        t.clear_to(10, 0);
         let mut slots = Vec::new();
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
@@ -371,7 +371,7 @@ mod tests {
         }
         // (the same size again: the slots in use are cleared, not the arrays refilled)
         let size = t.size();
-        t.reset(10, 0);
+        t.clear_to(10, 0);
         assert_eq!(t.size(), size);
         assert_eq!(t.keys().iter().filter(|k| k.is_some()).count(), 0);
         assert!(t.info.iter().all(|&i| i == SlotInfo::EMPTY), "a free slot has no facts");
@@ -407,18 +407,18 @@ mod tests {
         // never dereferenced: the table only hashes and compares addresses
         let fake = TensorRef::address_only;
         let mut t = Table::default();
-        t.reset(100, 0);
+        t.clear_to(100, 0);
         let size = t.keys().len();
         for k in 1..=50 {
             t.insert(fake(k * 16)).unwrap(); // distinct home slots
         }
         assert!(!t.crowded());
-        t.reset(100, 0);
+        t.clear_to(100, 0);
         for k in 1..=50 {
             t.insert(fake(k * size)).unwrap(); // one home slot for all
         }
         assert!(t.crowded());
-        t.reset(100, size);
+        t.clear_to(100, size);
         assert!(t.keys().len() > size, "another size when asked");
     }
 

@@ -282,11 +282,11 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     let mut log = Record::default();
     assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     g.apply(&st.table, &arenas);
-    g.end_plan();
+    g.clear();
     assert!(!g.still_holds(&st.table, &arenas, &log), "the tensors were placed since: a new plan reads that");
     assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
     g.apply(&st.table, &arenas);
-    g.end_plan();
+    g.clear();
     let placed = [n0, v, n2, n3].map(data);
     assert!(g.still_holds(&st.table, &arenas, &log), "nothing changed");
     g.apply(&st.table, &arenas);

@@ -215,7 +215,7 @@ impl Placement {
         self.models.truncate(arenas.len());
         self.models.resize_with(arenas.len(), Model::default);
         for (m, a) in self.models.iter_mut().zip(arenas) {
-            m.reset(&a.free);
+            m.clear_to(&a.free);
             if !bounded {
                 m.endless(a.size);
             }

@@ -35,15 +35,15 @@ impl Model {
     #[cfg(test)]
     pub fn from_blocks(blocks: &[(usize, usize)]) -> Model {
         let mut m = Model { blocks: Vec::new() };
-        m.reset(blocks);
+        m.clear_to(blocks);
         m
     }
 
     /// The allocator again, with these free blocks (offset, size), sorted
     /// by offset. Its vector is kept: it holds what ggml-alloc can hold
     /// (one block more than its limit while a free merges), so a model
-    /// reset for each plan allocates only the first time.
-    pub fn reset(&mut self, blocks: &[(usize, usize)]) {
+    /// cleared for each plan allocates only the first time.
+    pub fn clear_to(&mut self, blocks: &[(usize, usize)]) {
         self.blocks.clear();
         self.blocks.reserve(blocks.len().max(MAX_FREE_BLOCKS + 1));
         self.blocks.extend(blocks.iter().map(|&(addr, size)| Block { addr, size }));
