@@ -65,6 +65,8 @@ struct wsp_ggml_backend_buffer {
 extern "C" {
 #endif // __cplusplus
 
+// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+//
 // # Safety
 // `backend` is NULL or a live backend that outlives the buffer; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_buffer_init(struct wsp_ggml_backend *backend, struct wsp_ggml_backend_buffer_i iface, wsp_ggml_backend_buffer_context_t context, size_t size);

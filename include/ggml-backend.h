@@ -63,6 +63,8 @@ WSP_GGML_API const char *wsp_ggml_backend_name(wsp_ggml_backend_t backend);
 // `backend` is NULL or a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_free(wsp_ggml_backend_t backend);
 
+// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+//
 // # Safety
 // `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_alloc_buffer(wsp_ggml_backend_t backend, size_t size);
@@ -91,6 +93,8 @@ WSP_GGML_API void wsp_ggml_backend_tensor_get(const struct wsp_ggml_tensor *tens
 // `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 WSP_GGML_API void wsp_ggml_backend_synchronize(wsp_ggml_backend_t backend);
 
+// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+//
 // # Safety
 // `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 WSP_GGML_API wsp_ggml_backend_graph_plan_t wsp_ggml_backend_graph_plan_create(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
@@ -122,6 +126,8 @@ WSP_GGML_API bool wsp_ggml_backend_supports_op(wsp_ggml_backend_t backend, const
 // `src` is a live ggml tensor; `dst` is a live ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_tensor_copy(struct wsp_ggml_tensor *src, struct wsp_ggml_tensor *dst);
 
+// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+//
 // # Safety
 // None beyond the C contract: no pointer arguments.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_backend_cpu_init(void);
@@ -137,6 +143,8 @@ WSP_GGML_API bool wsp_ggml_backend_is_cpu(wsp_ggml_backend_t backend);
 WSP_GGML_API void wsp_ggml_backend_cpu_set_n_threads(wsp_ggml_backend_t backend_cpu, int n_threads);
 
 // Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
+//
+// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
 //
 // # Safety
 // `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `ptr` points to `size` bytes that stay valid while the buffer is used.

@@ -12,6 +12,7 @@ use crate::handle::{
     buffer_init, cpu_buffer_iface, fn_addr, tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_buffer_t,
     wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t, BackendRef, FromC, OwnedBackend, OwnedBuffer, TENSOR_ALIGNMENT,
 };
+use crate::platform::{self, OutOfMemory};
 
 /// A 64-byte aligned host allocation from `posix_memalign`, freed on drop.
 pub struct AlignedBuf {
@@ -29,16 +30,21 @@ impl AlignedBuf {
     pub const fn empty() -> Self {
         AlignedBuf { ptr: ptr::null_mut(), len: 0 }
     }
-    /// Allocate `len` bytes (at least 1), aborting with `func` named on failure.
-    pub fn new(len: usize, func: &str) -> Self {
+    /// Allocate `len` bytes (at least 1).
+    pub fn try_new(len: usize) -> Result<Self, OutOfMemory> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: posix_memalign writes p only on success; alignment is a power
         // of two multiple of sizeof(void*).
         let rc = unsafe { libc::posix_memalign(&mut p, TENSOR_ALIGNMENT, len.max(1)) };
         if rc != 0 || p.is_null() {
-            fatal(func, &format!("failed to allocate {len} bytes of host memory"));
+            return Err(OutOfMemory(len));
         }
-        AlignedBuf { ptr: p.cast(), len }
+        Ok(AlignedBuf { ptr: p.cast(), len })
+    }
+    /// Allocate `len` bytes (at least 1), stopping with the out-of-memory
+    /// message (naming `func`'s caller) on failure.
+    pub fn new(len: usize, func: &str) -> Self {
+        Self::try_new(len).unwrap_or_else(|OutOfMemory(n)| platform::out_of_memory(func, n))
     }
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr
@@ -118,18 +124,19 @@ fn cpu_backend_iface() -> wsp_ggml_backend_i {
     unsafe { ptr::read_volatile(&CPU_BACKEND_I) }
 }
 
-/// `wsp_ggml_backend_cpu_init`.
-pub fn cpu_init() -> OwnedBackend {
-    let ctx = Box::new(CpuContext {
+/// `wsp_ggml_backend_cpu_init`: the backend, or no memory for it.
+pub fn cpu_init() -> Result<OwnedBackend, OutOfMemory> {
+    let ctx = platform::try_box(CpuContext {
         n_threads: Cell::new(ggml::WSP_GGML_DEFAULT_N_THREADS),
         work: Cell::new(AlignedBuf::empty()),
         abort_callback: Cell::new(None),
         abort_callback_data: Cell::new(ptr::null_mut()),
         computing: Cell::new(false),
-    });
-    let backend = Box::new(wsp_ggml_backend { iface: cpu_backend_iface(), context: Box::into_raw(ctx).cast() });
+    })?;
+    let mut backend = platform::try_box(wsp_ggml_backend { iface: cpu_backend_iface(), context: ptr::null_mut() })?;
+    backend.context = Box::into_raw(ctx).cast();
     // SAFETY: our own heap backend, ours alone, released by its `free` slot (cpu_free).
-    unsafe { OwnedBackend::from_raw(Box::into_raw(backend)) }.expect("Box is never NULL")
+    Ok(unsafe { OwnedBackend::from_raw(Box::into_raw(backend)) }.expect("Box is never NULL"))
 }
 
 pub fn is_cpu(backend: BackendRef) -> bool {
@@ -163,7 +170,7 @@ pub fn set_n_threads(backend: BackendRef, n_threads: c_int) {
 }
 
 /// `wsp_ggml_backend_cpu_buffer_from_ptr`: `backend` may be NULL (ggml-alloc.c passes NULL).
-pub fn buffer_from_ptr(backend: Option<BackendRef>, data: *mut c_void, size: usize) -> OwnedBuffer {
+pub fn buffer_from_ptr(backend: Option<BackendRef>, data: *mut c_void, size: usize) -> Result<OwnedBuffer, OutOfMemory> {
     buffer_init(backend, cpu_buffer_iface(true), data, size)
 }
 
@@ -212,8 +219,19 @@ unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) 
         let total = size.checked_add(TENSOR_ALIGNMENT).unwrap_or_else(|| fatal(func, &format!("size {size} is too large")));
         // SAFETY: the backend this callback was called on: live for the call.
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
-        let data = AlignedBuf::new(total, func).into_raw();
-        buffer_init(Some(backend), cpu_buffer_iface(false), data.cast(), total).into_raw()
+        // (NULL when memory runs out, as upstream's CPU backend does)
+        let made = AlignedBuf::try_new(total).and_then(|data| {
+            let buffer = buffer_init(Some(backend), cpu_buffer_iface(false), data.as_ptr().cast(), total)?;
+            let _ = data.into_raw(); // (the buffer owns it now: cpu_buffer_free_buffer)
+            Ok(buffer)
+        });
+        match made {
+            Ok(buffer) => buffer.into_raw(),
+            Err(OutOfMemory(n)) => {
+                platform::report_out_of_memory(func, n);
+                ptr::null_mut()
+            }
+        }
     })
 }
 
@@ -320,11 +338,20 @@ unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: 
         // SAFETY: the caller's graph: live for the call (C contract).
         let graph = unsafe { GraphRef::from_c(cgraph, func, "cgraph") };
         let mut cplan = plan_for(ctx, graph);
-        let work = if cplan.work_size > 0 { AlignedBuf::new(cplan.work_size, func) } else { AlignedBuf::empty() };
-        cplan.work_data = work.as_ptr();
         // SAFETY: GraphRef is valid; the plan keeps a by-value copy like the original.
         let cgraph = unsafe { *graph.as_ptr() };
-        Box::into_raw(Box::new(CpuPlan { cplan, cgraph, _work: work })).cast()
+        // (NULL when memory runs out, as upstream's CPU backend does)
+        let made = if cplan.work_size > 0 { AlignedBuf::try_new(cplan.work_size) } else { Ok(AlignedBuf::empty()) }.and_then(|work| {
+            cplan.work_data = work.as_ptr();
+            platform::try_box(CpuPlan { cplan, cgraph, _work: work })
+        });
+        match made {
+            Ok(plan) => Box::into_raw(plan).cast(),
+            Err(OutOfMemory(n)) => {
+                platform::report_out_of_memory(func, n);
+                ptr::null_mut()
+            }
+        }
     })
 }
 
@@ -416,7 +443,7 @@ mod tests {
     /// offsets, a copy between CPU tensors, the context's settings, frees.
     #[test]
     fn cpu_buffers_and_tensor_io_through_the_interface() {
-        let cpu_owner = cpu_init();
+        let cpu_owner = cpu_init().expect("memory");
         let cpu = cpu_owner.get();
         assert!(is_cpu(cpu));
         set_n_threads(cpu, 3);
@@ -431,7 +458,7 @@ mod tests {
         assert_eq!(base as usize % TENSOR_ALIGNMENT, 0);
 
         let mut host = vec![0f32; 16];
-        let over_buffer = buffer_from_ptr(Some(cpu), host.as_mut_ptr().cast(), 64);
+        let over_buffer = buffer_from_ptr(Some(cpu), host.as_mut_ptr().cast(), 64).expect("memory");
         let over = over_buffer.get();
         assert!(is_cpu_buffer(over));
         assert_eq!(over.base(), host.as_mut_ptr().cast());
@@ -479,7 +506,7 @@ mod tests {
         unsafe extern "C" fn stop(_data: *mut c_void) -> bool {
             true
         }
-        let cpu_owner = cpu_init();
+        let cpu_owner = cpu_init().expect("memory");
         let cpu = cpu_owner.get();
         assert_eq!(cpu.alignment(), TENSOR_ALIGNMENT);
         // SAFETY: get_name returns a static C string.

@@ -6,10 +6,20 @@
 use crate::platform;
 use crate::prelude::*;
 
-/// Print `wsp_ggml_backend: <func>: <msg>` to stderr and abort.
+/// Print `wsp_ggml_backend: <func>: <msg>` to stderr and abort. The line
+/// is built on the stack (cut at 1 KiB): it is printed also when no memory
+/// is left.
 #[cold]
 pub fn fatal(func: &str, msg: &str) -> ! {
-    platform::write_stderr(format!("wsp_ggml_backend: {func}: {msg}\n").as_bytes());
+    use core::fmt::Write;
+    // (an allocation that failed in this call, and returned NULL, is the
+    // cause: say that, not what the NULL led to)
+    if let Some(bytes) = platform::pending_out_of_memory() {
+        platform::out_of_memory(func, bytes);
+    }
+    let mut line = platform::Line::<1024>::new();
+    let _ = write!(line, "wsp_ggml_backend: {func}: {msg}");
+    line.write_line();
     platform::abort()
 }
 
@@ -60,11 +70,16 @@ compile_error!(
 /// std prints the panic and this guard then stops the process with the
 /// same first words, naming the function. Every export runs its body here,
 /// through `entry!` (src/ffi/mod.rs).
+///
+/// `func` is also the thread's running call while `f` runs, unless an
+/// outer export is (platform::enter): an allocation that fails inside is
+/// reported naming the function the caller called.
 #[inline]
-pub fn guard<R>(func: &str, f: impl FnOnce() -> R) -> R {
+pub fn guard<R>(func: &'static str, f: impl FnOnce() -> R) -> R {
+    let frame = platform::EntryFrame::new(func);
+    let _running = platform::enter(&frame);
     #[cfg(panic = "abort")]
     {
-        let _ = func;
         f()
     }
     #[cfg(panic = "unwind")]

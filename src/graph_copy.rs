@@ -207,7 +207,7 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
     c.to_alloc.iter().for_each(|t| t.clear_allocation());
     // SAFETY: NULL or the buffer the backend just made for this copy, ours alone.
     let Some(buffer) = (unsafe { OwnedBuffer::from_raw(backend.alloc_buffer(size)) }) else {
-        fatal(func, &format!("backend '{}' failed to allocate {size} bytes", backend.name_lossy()));
+        crate::platform::out_of_memory(func, crate::platform::pending_out_of_memory().unwrap_or(size));
     };
     let talloc = Tallocr::over(buffer.get());
     c.to_alloc.iter().for_each(|&t| talloc.alloc(t));

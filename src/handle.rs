@@ -322,15 +322,16 @@ pub fn buffer_init(
     iface: wsp_ggml_backend_buffer_i,
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
-) -> OwnedBuffer {
+) -> Result<OwnedBuffer, crate::platform::OutOfMemory> {
     check(iface.get_base.is_some(), "wsp_ggml_backend_buffer_init", || "argument 'iface': get_base must not be NULL".into());
+    let bytes = core::mem::size_of::<wsp_ggml_backend_buffer>();
     // SAFETY: malloc of the struct's size; checked for NULL before use.
-    let p = unsafe { libc::malloc(core::mem::size_of::<wsp_ggml_backend_buffer>()) }.cast::<wsp_ggml_backend_buffer>();
-    let Some(p) = NonNull::new(p) else { fatal("wsp_ggml_backend_buffer_init", "out of memory allocating the buffer struct") };
+    let p = unsafe { libc::malloc(bytes) }.cast::<wsp_ggml_backend_buffer>();
+    let p = NonNull::new(p).ok_or(crate::platform::OutOfMemory(bytes))?;
     let backend = backend.map_or(core::ptr::null_mut(), BackendRef::as_ptr);
     // SAFETY: p is a fresh, suitably aligned allocation of the right size.
     unsafe { p.as_ptr().write(wsp_ggml_backend_buffer { iface, backend, context, size }) };
-    OwnedBuffer(p)
+    Ok(OwnedBuffer(p))
 }
 
 /// A buffer we own: made by [`buffer_init`], or handed to us to be freed

@@ -1,7 +1,8 @@
 //! What the library needs from the platform, through libc only: writing to
-//! stderr, aborting, reading an environment switch and a monotonic clock;
-//! and, where the crate is built without std, the allocator and the panic
-//! handler.
+//! stderr, aborting, reading an environment switch and a monotonic clock,
+//! knowing which exported function a thread is running (for the
+//! out-of-memory message); and, where the crate is built without std, the
+//! allocator and the panic handler.
 //!
 //! The library is `no_std` in every build that aborts on panic (the release
 //! profile users link, and `dev-abort`, which the C tests link). It keeps
@@ -10,9 +11,14 @@
 //! into std programs). The two flavours differ only in this file and in
 //! `fatal::guard`.
 
+use alloc::boxed::Box;
 use alloc::string::String;
-use core::ffi::CStr;
+use alloc::vec::Vec;
+use core::cell::Cell;
+use core::ffi::{c_void, CStr};
 use core::fmt::{self, Write};
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Write all of `bytes` to stderr (fd 2), as one `write` when it fits.
 pub fn write_stderr(mut bytes: &[u8]) {
@@ -26,13 +32,217 @@ pub fn write_stderr(mut bytes: &[u8]) {
     }
 }
 
+/// A line built on the stack, cut at its capacity: messages that must
+/// not allocate (the allocator may be what failed).
+pub struct Line<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Line<N> {
+    pub const fn new() -> Self {
+        Line { buf: [0; N], len: 0 }
+    }
+
+    /// Whether everything written fit.
+    pub fn fits(&self) -> bool {
+        self.len < N
+    }
+
+    /// Write the line, with a newline (the last byte is given to it when
+    /// the line is full), to stderr in one write.
+    pub fn write_line(mut self) {
+        if self.len == N {
+            self.len -= 1;
+        }
+        self.buf[self.len] = b'\n';
+        write_stderr(&self.buf[..=self.len]);
+    }
+
+    #[cfg_attr(any(feature = "std", panic = "unwind"), allow(dead_code))] // (the no_std panic handler's)
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl<const N: usize> Write for Line<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(N - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
 /// Write one formatted line to stderr in a single write (lines of
-/// concurrent threads do not interleave).
+/// concurrent threads do not interleave). Built on the stack; only a line
+/// longer than 1 KiB is built on the heap.
 pub fn eprint_line(args: fmt::Arguments<'_>) {
+    let mut line = Line::<1024>::new();
+    let _ = line.write_fmt(args);
+    if line.fits() {
+        return line.write_line();
+    }
     let mut s = String::new();
     let _ = s.write_fmt(args);
     s.push('\n');
     write_stderr(s.as_bytes());
+}
+
+/// The exported function a thread is running, outermost first: set by
+/// [`enter`] (every export runs its body under `fatal::guard`), read by
+/// the out-of-memory message, which names the function the caller called
+/// (not one the library called inside it).
+pub struct EntryFrame {
+    name: &'static str,
+    /// An allocation that failed in a call nested in this one, which
+    /// returned NULL for it: this call reports it, or recovers.
+    pending: Cell<Option<usize>>,
+}
+
+impl EntryFrame {
+    pub const fn new(name: &'static str) -> Self {
+        EntryFrame { name, pending: Cell::new(None) }
+    }
+}
+
+/// The thread-specific key that points at the running call's
+/// [`EntryFrame`]: 0 while none is made, `usize::MAX` where none could be
+/// (no names then), else the key plus one.
+static ENTRY_KEY: AtomicUsize = AtomicUsize::new(0);
+
+fn entry_key() -> Option<libc::pthread_key_t> {
+    match ENTRY_KEY.load(Ordering::Acquire) {
+        0 => make_entry_key(),
+        usize::MAX => None,
+        k => Some((k - 1) as libc::pthread_key_t),
+    }
+}
+
+#[cold]
+fn make_entry_key() -> Option<libc::pthread_key_t> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid place for the new key; no destructor (the
+    // value points into a stack frame, cleared before the frame ends).
+    let made = unsafe { libc::pthread_key_create(&mut key, None) } == 0;
+    let mine = if made { key as usize + 1 } else { usize::MAX };
+    match ENTRY_KEY.compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => made.then_some(key),
+        Err(theirs) => {
+            if made {
+                // SAFETY: the key just made, used by nobody.
+                unsafe { libc::pthread_key_delete(key) };
+            }
+            (theirs != usize::MAX).then(|| (theirs - 1) as libc::pthread_key_t)
+        }
+    }
+}
+
+/// The running call's frame, if any.
+fn current_frame<'a>() -> Option<&'a EntryFrame> {
+    let key = entry_key()?;
+    // SAFETY: a key of ours; reading this thread's value has no precondition.
+    let p = unsafe { libc::pthread_getspecific(key) }.cast::<EntryFrame>();
+    // SAFETY: non-NULL values are set by `enter` from a live frame and
+    // cleared (EntryScope's Drop) before that frame ends; only shared
+    // references to it are made.
+    unsafe { p.as_ref() }
+}
+
+/// While alive, `frame` is this thread's running call (unless an
+/// outer call is running: the outermost one is kept).
+pub struct EntryScope<'a> {
+    key: Option<libc::pthread_key_t>,
+    _frame: PhantomData<&'a EntryFrame>,
+}
+
+/// Make `frame` this thread's running call, unless one is already.
+#[inline]
+pub fn enter(frame: &EntryFrame) -> EntryScope<'_> {
+    let key = entry_key().filter(|_| current_frame().is_none()).filter(|&key| {
+        // SAFETY: a key of ours; the value outlives its use (cleared by
+        // EntryScope's Drop, whose lifetime is the frame's). A failure
+        // (ENOMEM) leaves the call unnamed.
+        unsafe { libc::pthread_setspecific(key, (frame as *const EntryFrame).cast::<c_void>()) == 0 }
+    });
+    EntryScope { key, _frame: PhantomData }
+}
+
+impl Drop for EntryScope<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            // SAFETY: a key of ours, set by `enter`; clearing cannot fail.
+            unsafe { libc::pthread_setspecific(key, core::ptr::null()) };
+        }
+    }
+}
+
+/// Allocation failed: `bytes` could not be allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory(pub usize);
+
+/// `bytes` could not be allocated for `func`, which returns NULL for it.
+/// Called by the caller's own function (`func` is the running call, or
+/// none is known), it prints `wsp_ggml_backend: <func>: out of memory
+/// (<bytes> bytes)`; nested in another export, it leaves the failure to
+/// that one ([`pending_out_of_memory`]), which stops with the message or
+/// recovers. Never allocates.
+#[cold]
+pub fn report_out_of_memory(func: &str, bytes: usize) {
+    match current_frame() {
+        Some(f) if f.name != func => f.pending.set(Some(bytes)),
+        _ => print_out_of_memory(func, bytes),
+    }
+}
+
+/// The size of an allocation that failed in a nested call of this
+/// thread's running export (and returned NULL there), taken: the caller
+/// reports it, or recovers.
+pub fn pending_out_of_memory() -> Option<usize> {
+    current_frame().and_then(|f| f.pending.take())
+}
+
+/// Print the out-of-memory message naming the running export (`func`
+/// when none is known), then abort. Never allocates.
+#[cold]
+pub fn out_of_memory(func: &str, bytes: usize) -> ! {
+    print_out_of_memory(func, bytes);
+    abort()
+}
+
+fn print_out_of_memory(func: &str, bytes: usize) {
+    let name = current_frame().map_or(func, |f| f.name);
+    let mut line = Line::<256>::new();
+    let _ = write!(line, "wsp_ggml_backend: {name}: out of memory ({bytes} bytes)");
+    line.write_line();
+}
+
+/// Box `value`, or report that there was no memory for it.
+pub fn try_box<T>(value: T) -> Result<Box<T>, OutOfMemory> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(1).map_err(|_| OutOfMemory(core::mem::size_of::<T>()))?;
+    v.push(value);
+    // (exactly one element in exactly its room: no reallocation)
+    let one: Box<[T; 1]> = v.into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!());
+    // SAFETY: `[T; 1]` has the size and alignment of `T`, so the allocation
+    // is one a `Box<T>` owns and frees.
+    Ok(unsafe { Box::from_raw(Box::into_raw(one).cast::<T>()) })
+}
+
+/// The size in `"... memory allocation of <N> bytes failed"`, the message
+/// of Rust's allocation-failure handler (alloc::alloc::handle_alloc_error).
+#[cfg_attr(any(feature = "std", panic = "unwind"), allow(dead_code))] // (the no_std panic handler's)
+pub fn failed_allocation(message: &[u8]) -> Option<usize> {
+    const HEAD: &[u8] = b"memory allocation of ";
+    const TAIL: &[u8] = b" bytes failed";
+    let at = message.windows(HEAD.len()).position(|w| w == HEAD)? + HEAD.len();
+    let rest = &message[at..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || !rest[digits..].starts_with(TAIL) {
+        return None;
+    }
+    core::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// `eprintln!` for this crate: formats, then writes the line through libc.
@@ -152,22 +362,6 @@ mod no_std_runtime {
     #[global_allocator]
     static ALLOCATOR: LibcAlloc = LibcAlloc;
 
-    /// A fixed buffer for the panic message: the handler must not allocate
-    /// (the allocator may be what failed). Longer messages are cut.
-    struct Fixed {
-        buf: [u8; 512],
-        len: usize,
-    }
-
-    impl Write for Fixed {
-        fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            let n = s.len().min(self.buf.len() - self.len);
-            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-            self.len += n;
-            Ok(())
-        }
-    }
-
     /// `rust_eh_personality`: the unwinding personality that core's and
     /// alloc's precompiled code (built with unwinding) refers to, and that
     /// std would define. Nothing of ours unwinds (panics abort); should a
@@ -257,16 +451,75 @@ mod no_std_runtime {
     personality!("b");
 
     /// A Rust panic inside the library is a bug of ours: say so, with
-    /// where and why, and abort (no unwinding ever reaches C).
+    /// where and why, and abort (no unwinding ever reaches C). An
+    /// allocation that failed (a collection that could not grow) comes
+    /// here too, from alloc's handler: that is no bug, and gets the
+    /// out-of-memory message. Nothing here allocates.
     #[panic_handler]
     fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-        let mut m = Fixed { buf: [0; 512], len: 0 };
-        let _ = write!(m, "wsp_ggml_backend: internal error (Rust panic), aborting: {info}");
-        if m.len == m.buf.len() {
-            m.len -= 1;
+        let mut m = super::Line::<512>::new();
+        let _ = write!(m, "{info}");
+        if let Some(bytes) = super::failed_allocation(m.as_bytes()) {
+            super::out_of_memory("wsp_ggml_backend", bytes);
         }
-        m.buf[m.len] = b'\n';
-        super::write_stderr(&m.buf[..=m.len]);
+        let mut m = super::Line::<512>::new();
+        let _ = write!(m, "wsp_ggml_backend: internal error (Rust panic), aborting: {info}");
+        m.write_line();
         super::abort()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_allocation_reads_alloc_handlers_message() {
+        assert_eq!(failed_allocation(b"memory allocation of 424 bytes failed"), Some(424));
+        assert_eq!(failed_allocation(b"panicked at alloc.rs:1:2:\nmemory allocation of 80 bytes failed"), Some(80));
+        assert_eq!(failed_allocation(b"memory allocation of  bytes failed"), None);
+        assert_eq!(failed_allocation(b"memory allocation of 12 bytes"), None);
+        assert_eq!(failed_allocation(b"index out of bounds"), None);
+    }
+
+    #[test]
+    fn a_nested_failure_is_left_to_the_running_export() {
+        let outer = EntryFrame::new("wsp_ggml_backend_sched_graph_compute");
+        let _running = enter(&outer);
+        {
+            // a nested export (the CPU backend's alloc_buffer) does not
+            // replace the running call, and leaves its failure to it
+            let inner = EntryFrame::new("wsp_ggml_backend_alloc_buffer");
+            let _nested = enter(&inner);
+            report_out_of_memory("wsp_ggml_backend_alloc_buffer", 4096);
+        }
+        assert_eq!(current_frame().map(|f| f.name), Some("wsp_ggml_backend_sched_graph_compute"));
+        assert_eq!(pending_out_of_memory(), Some(4096));
+        assert_eq!(pending_out_of_memory(), None, "taken once");
+    }
+
+    #[test]
+    fn the_running_call_ends_with_its_scope() {
+        {
+            let frame = EntryFrame::new("wsp_ggml_backend_cpu_init");
+            let _running = enter(&frame);
+            assert_eq!(current_frame().map(|f| f.name), Some("wsp_ggml_backend_cpu_init"));
+        }
+        assert!(current_frame().is_none());
+        assert_eq!(pending_out_of_memory(), None);
+    }
+
+    #[test]
+    fn try_box_boxes_the_value() {
+        let b = try_box([7u64, 8, 9]).expect("memory");
+        assert_eq!(*b, [7, 8, 9]);
+    }
+
+    #[test]
+    fn a_line_is_cut_at_its_capacity() {
+        let mut line = Line::<8>::new();
+        let _ = write!(line, "0123456789");
+        assert!(!line.fits());
+        assert_eq!(line.as_bytes(), b"01234567");
     }
 }

@@ -48,12 +48,15 @@ impl Tallocr<'static> {
         Self::made(raw, None, "wsp_ggml_tallocr_new_measure_from_backend")
     }
 
-    /// An allocator over a new buffer of `size` bytes from `backend`
-    /// (ggml-alloc allocates it, and owns it).
-    pub fn with_buffer_of(backend: BackendRef, size: usize) -> Self {
-        // SAFETY: a live backend (BackendRef invariant).
-        let raw = unsafe { ggml::wsp_ggml_tallocr_new_from_backend(backend.as_ptr(), size) };
-        Self::made(raw, None, "wsp_ggml_tallocr_new_from_backend")
+    /// An allocator over a new buffer of `size` bytes from `backend`, as
+    /// ggml-alloc's `wsp_ggml_tallocr_new_from_backend` makes, but checked:
+    /// where the backend has no memory for it, `func` stops with the
+    /// out-of-memory message (ggml-alloc would use the NULL buffer).
+    pub fn with_buffer_of(backend: BackendRef, size: usize, func: &str) -> Self {
+        match backend.alloc_owned_buffer(size) {
+            Some(buffer) => Self::owning(buffer),
+            None => crate::platform::out_of_memory(func, crate::platform::pending_out_of_memory().unwrap_or(size)),
+        }
     }
 
     /// An allocator in `buffer`, which it keeps and frees after itself.
@@ -309,7 +312,7 @@ mod tests {
     impl Fixture {
         fn new(size: usize) -> Fixture {
             let mut mem = vec![0u8; size];
-            let owner = crate::cpu::buffer_from_ptr(None, mem.as_mut_ptr().cast(), size);
+            let owner = crate::cpu::buffer_from_ptr(None, mem.as_mut_ptr().cast(), size).expect("memory");
             let buffer = owner.get();
             let alignment = buffer.alignment();
             let base = buffer.base() as usize;

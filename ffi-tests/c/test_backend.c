@@ -350,7 +350,17 @@ static wsp_ggml_backend_buffer_t tb_alloc_buffer(wsp_ggml_backend_t backend, siz
         /* .init_tensor    = */ ctx->has_buffer_hooks ? tb_buffer_init_tensor : NULL,
         /* .free_tensor    = */ ctx->has_buffer_hooks && ctx->shape == TB_SHAPE_FULL ? tb_buffer_free_tensor : NULL,
     };
-    return wsp_ggml_backend_buffer_init(backend, iface, b, size);
+    wsp_ggml_backend_buffer_t buffer = wsp_ggml_backend_buffer_init(backend, iface, b, size);
+    if (buffer == NULL) {
+        // no memory for the buffer struct (our library returns NULL then):
+        // give back what this buffer took, as a careful backend does
+        ctx->n_buffers--;
+        ctx->refs--;
+        __atomic_sub_fetch(&g_live_buffers, 1, __ATOMIC_SEQ_CST);
+        free(b->mem);
+        free(b);
+    }
+    return buffer;
 }
 
 static size_t tb_get_alignment(wsp_ggml_backend_t backend) {

@@ -247,7 +247,8 @@ fn ext_misuse_aborts_with_a_message() {
             "wsp_ggml_backend_sched_get_n_splits: called from inside wsp_ggml_backend_sched_graph_compute on this scheduler",
         ),
         ("cpu_abort_callback_set_n_threads", "wsp_ggml_backend_cpu_set_n_threads: called from inside the CPU backend's abort callback"),
-        ("growth_fails", "backend 'MGROW' (it has"),
+        // a backend whose buffer allocation fails: the out-of-memory message
+        ("growth_fails", "wsp_ggml_backend: wsp_ggml_backend_sched_graph_compute: out of memory ("),
     ];
     assert_eq!(cases, expected.iter().map(|(c, _)| c.to_string()).collect::<Vec<_>>());
     for (case, needle) in expected {

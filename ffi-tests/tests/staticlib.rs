@@ -226,6 +226,12 @@ const LIBC_IMPORTS: &[&str] = &[
     "memmove",
     "memset",
     "posix_memalign",
+    // the thread's running export, named by the out-of-memory message (in
+    // libc itself on glibc 2.34 and later, bionic and Apple's libSystem)
+    "pthread_getspecific",
+    "pthread_key_create",
+    "pthread_key_delete",
+    "pthread_setspecific",
     "realloc",
     "strlen",
     "write",
@@ -257,7 +263,6 @@ const GGML_IMPORTS: &[&str] = &[
     "wsp_ggml_tallocr_get_buffer",
     "wsp_ggml_tallocr_is_measure",
     "wsp_ggml_tallocr_max_size",
-    "wsp_ggml_tallocr_new_from_backend",
     "wsp_ggml_tallocr_new_from_buffer",
     "wsp_ggml_tallocr_new_measure_from_backend",
     "wsp_ggml_tallocr_reset",
@@ -270,6 +275,7 @@ const GGML_IMPORTS: &[&str] = &[
     "wsp_ggml_graph_view",
     "wsp_ggml_hash_find_or_insert",
     "wsp_ggml_print_backtrace",
+    "wsp_ggml_tallocr_new_from_backend",
     "wsp_ggml_time_us",
 ];
 

@@ -70,6 +70,17 @@ use crate::prelude::*;
 
 use core::ffi::{c_char, c_int, c_void};
 
+use crate::platform::{self, OutOfMemory};
+
+/// What a function that returns a pointer made, or NULL when memory ran
+/// out (reported: platform::report_out_of_memory).
+fn or_null<T>(func: &str, made: Result<*mut T, OutOfMemory>) -> *mut T {
+    made.unwrap_or_else(|OutOfMemory(n)| {
+        platform::report_out_of_memory(func, n);
+        core::ptr::null_mut()
+    })
+}
+
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tallocr_t, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{self, wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_t, BackendRef, FromC, OwnedBackend};
@@ -197,12 +208,23 @@ pub unsafe extern "C" fn wsp_ggml_backend_free(backend: wsp_ggml_backend_t) {
     })
 }
 
+/// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+///
 /// # Safety
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
-    // SAFETY: `backend` is live for the call (# Safety above).
-    entry!(wsp_ggml_backend_alloc_buffer, |func| unsafe { BackendRef::from_c(backend, func, "backend") }.alloc_buffer(size))
+    entry!(wsp_ggml_backend_alloc_buffer, |func| {
+        // SAFETY: `backend` is live for the call (# Safety above).
+        let buffer = unsafe { BackendRef::from_c(backend, func, "backend") }.alloc_buffer(size);
+        if buffer.is_null() {
+            // (the backend's own code called ours, wsp_ggml_backend_buffer_init, which had no memory)
+            if let Some(n) = platform::pending_out_of_memory() {
+                platform::report_out_of_memory(func, n);
+            }
+        }
+        buffer
+    })
 }
 
 /// # Safety
@@ -263,6 +285,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_synchronize(backend: wsp_ggml_backend_
     entry!(wsp_ggml_backend_synchronize, |func| unsafe { BackendRef::from_c(backend, func, "backend") }.synchronize())
 }
 
+/// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+///
 /// # Safety
 /// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
 #[no_mangle]
@@ -339,11 +363,13 @@ pub unsafe extern "C" fn wsp_ggml_backend_tensor_copy(src: *mut wsp_ggml_tensor,
 // CPU backend
 //
 
+/// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+///
 /// # Safety
 /// None beyond the C contract: no pointer arguments.
 #[no_mangle]
 pub unsafe extern "C" fn wsp_ggml_backend_cpu_init() -> wsp_ggml_backend_t {
-    entry!(wsp_ggml_backend_cpu_init, || cpu::cpu_init().into_raw())
+    entry!(wsp_ggml_backend_cpu_init, |func| or_null(func, cpu::cpu_init().map(OwnedBackend::into_raw)))
 }
 
 /// False for NULL (the original crashed).
@@ -369,6 +395,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_n_threads(backend_cpu: wsp_ggm
 
 /// Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
 ///
+/// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+///
 /// # Safety
 /// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `ptr` points to `size` bytes that stay valid while the buffer is used.
 #[no_mangle]
@@ -380,7 +408,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_buffer_from_ptr(
     entry!(wsp_ggml_backend_cpu_buffer_from_ptr, |func| {
         // SAFETY: `backend_cpu` is NULL (ggml-alloc.c passes NULL) or live (# Safety above).
         let backend = unsafe { BackendRef::from_c_opt(backend_cpu) };
-        cpu::buffer_from_ptr(backend, ptr, size).into_raw()
+        or_null(func, cpu::buffer_from_ptr(backend, ptr, size).map(OwnedBuffer::into_raw))
     })
 }
 
@@ -512,6 +540,8 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_graph_compute(sched: wsp_ggml_ba
 // Backend buffer (implementation API, ggml-backend-impl.h)
 //
 
+/// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+///
 /// # Safety
 /// `backend` is NULL or a live backend that outlives the buffer; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
 #[no_mangle]
@@ -521,10 +551,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_buffer_init(
     context: wsp_ggml_backend_buffer_context_t,
     size: usize,
 ) -> wsp_ggml_backend_buffer_t {
-    entry!(wsp_ggml_backend_buffer_init, || {
+    entry!(wsp_ggml_backend_buffer_init, |func| {
         // SAFETY: `backend` is NULL or live, and outlives the buffer (# Safety above).
         let backend = unsafe { BackendRef::from_c_opt(backend) };
-        handle::buffer_init(backend, iface, context, size).into_raw()
+        or_null(func, handle::buffer_init(backend, iface, context, size).map(OwnedBuffer::into_raw))
     })
 }
 

@@ -19,6 +19,7 @@ use super::galloc::{self, Arenas, ComputeBuffers};
 use super::plan::place::ArenaSpec;
 use super::state::{BackendRecord, State};
 use crate::handle::BufferRef;
+use crate::platform::OutOfMemory;
 use crate::talloc::Tallocr;
 
 /// The split does not fit with the user's assignments: a backend could not
@@ -72,10 +73,11 @@ pub(super) fn occupied(talloc: &Tallocr<'static>, st: &State) -> usize {
 
 impl BackendRecord {
     /// Replace the compute buffer by one that fits `need`, at least half
-    /// again as large; false if the backend cannot allocate it. The old
+    /// again as large; Err (the size that failed) if the backend cannot
+    /// allocate it. The old
     /// allocator is retired (the caller may hold it, or tensors in it),
     /// unless this compute made it (`made_here`).
-    pub(super) fn grow(&mut self, need: usize, made_here: bool, debug: bool) -> bool {
+    pub(super) fn grow(&mut self, need: usize, made_here: bool, debug: bool) -> Result<(), OutOfMemory> {
         // One alignment unit more than the need: the last free block then
         // never runs out (the plan is checked again all the same).
         let size = need.saturating_add(self.backend.alignment().max(1)).max(self.buffer_size.saturating_add(self.buffer_size / 2));
@@ -89,7 +91,8 @@ impl BackendRecord {
         // Allocated here, not by ggml-alloc, which would dereference a NULL
         // buffer; the new allocator holds it and frees it after itself.
         let Some(buffer) = self.backend.alloc_owned_buffer(size) else {
-            return false;
+            // (taken: the caller stops with it, or recovers)
+            return Err(OutOfMemory(crate::platform::pending_out_of_memory().unwrap_or(size)));
         };
         let old = core::mem::replace(&mut self.talloc, Tallocr::owning(buffer));
         if made_here {
@@ -100,7 +103,7 @@ impl BackendRecord {
             self.retired.push(old);
         }
         self.buffer_size = size;
-        true
+        Ok(())
     }
 
     /// Every allocator free again, the retired ones too.

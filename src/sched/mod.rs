@@ -83,6 +83,7 @@ use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_tallocr_t, EvalCallback, GraphRef, GraphView, TensorRef};
 use crate::handle::wsp_ggml_backend_buffer_t;
 use crate::handle::{tensor_backend, BackendRef};
+use crate::platform::OutOfMemory;
 use crate::ptrmap::PtrMap;
 use crate::talloc::Tallocr;
 use ids::BackendIdx;
@@ -200,7 +201,7 @@ impl Sched {
             let Some(old) = old else {
                 // Exactly the measured size, as the original (programs print
                 // it); the first compute checks the fit (fit.rs).
-                r.talloc = Tallocr::with_buffer_of(r.backend, measured);
+                r.talloc = Tallocr::with_buffer_of(r.backend, measured, func);
                 r.buffer_size = measured;
                 r.reached = 0;
                 continue;
@@ -219,7 +220,7 @@ impl Sched {
                 continue;
             }
             drop(old); // (before the new buffer is allocated)
-            r.talloc = Tallocr::with_buffer_of(r.backend, size);
+            r.talloc = Tallocr::with_buffer_of(r.backend, size, func);
             r.buffer_size = size;
             r.reached = 0;
         }
@@ -438,7 +439,8 @@ impl Sched {
                     r.backend.name_lossy()
                 );
             }
-            if r.grow(need, self.grown[b.get()], self.debug) {
+            let grown = r.grow(need, self.grown[b.get()], self.debug);
+            if grown.is_ok() {
                 self.grown[b.get()] = true;
             } else if !self.user.is_empty() {
                 if self.debug {
@@ -448,14 +450,14 @@ impl Sched {
                     );
                 }
                 return Err(NeedsFallback);
-            } else {
-                fatal(
-                    func,
-                    &format!(
-                        "this graph needs a compute buffer of {need} bytes on backend '{}' (it has {have}), and the backend could not allocate one",
+            } else if let Err(OutOfMemory(size)) = grown {
+                if self.debug {
+                    crate::platform::errln!(
+                        "wsp_ggml_backend_sched: this graph needs a compute buffer of {need} bytes on backend '{}' (it has {have}), and the backend could not allocate one",
                         r.backend.name_lossy()
-                    ),
-                );
+                    );
+                }
+                crate::platform::out_of_memory(func, size);
             }
         }
         fatal(func, &format!("the compute buffers still do not fit this graph after growing {rounds} times"));

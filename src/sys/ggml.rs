@@ -330,7 +330,6 @@ extern "C" {
     pub fn wsp_ggml_graph_plan(cgraph: *mut wsp_ggml_cgraph, n_threads: c_int) -> wsp_ggml_cplan;
     pub fn wsp_ggml_graph_compute(cgraph: *mut wsp_ggml_cgraph, cplan: *mut wsp_ggml_cplan) -> c_int;
 
-    pub fn wsp_ggml_tallocr_new_from_backend(backend: *mut wsp_ggml_backend, size: usize) -> wsp_ggml_tallocr_t;
     pub fn wsp_ggml_tallocr_new_measure_from_backend(backend: *mut wsp_ggml_backend) -> wsp_ggml_tallocr_t;
     pub fn wsp_ggml_tallocr_free(talloc: wsp_ggml_tallocr_t);
     pub fn wsp_ggml_tallocr_get_buffer(talloc: wsp_ggml_tallocr_t) -> *mut wsp_ggml_backend_buffer;
