@@ -1,5 +1,5 @@
 // Behaviour where our library deliberately differs from the original (each
-// difference is documented in the README). Built with our library only; the
+// difference is documented in docs/differences.md). Built with our library only; the
 // original crashes or misbehaves on several of these. Prints "ok ..." lines.
 #include "common.h"
 #include "ggml-backend-impl.h"

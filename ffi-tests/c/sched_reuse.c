@@ -8,7 +8,7 @@
 // two sources, the op of a node
 // (view op or not), the backend a weight lives on, and a weight's size that
 // decides between two backends. (set_node_backend is not here: the original
-// ignores it, see README; the extension tests cover it.) The test
+// ignores it, see docs/differences.md; the extension tests cover it.) The test
 // backend logs each graph it computes, so any stale split shows up as a
 // difference with the original; outputs are also compared with plain ggml.c.
 #include "sched_util.h"

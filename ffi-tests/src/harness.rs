@@ -122,7 +122,7 @@ pub fn cdylib() -> PathBuf {
     library_dir().join("libwsp_ggml_backend.so")
 }
 
-/// The system libraries of the README's static link line: ggml's (libm,
+/// The system libraries of the static link line of docs/build-cc.md: ggml's (libm,
 /// libpthread). Our static library needs only libc, which the compiler adds
 /// (no unwinder, so no `-lgcc_s`: issue 28, tests in staticlib.rs).
 pub const NATIVE_STATIC_LIBS: &[&str] = &["-lm", "-lpthread"];

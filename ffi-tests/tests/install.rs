@@ -1,7 +1,6 @@
 //! `scripts/install`: the library installed like a C library, and used the
-//! way README's "Installing" section says: its install line, its pkg-config
-//! line and its CMake lines are taken from README.md and run as written
-//! (placeholders mapped to real files), and the programs must run. Once
+//! way docs/install.md says (an install line, a pkg-config line and CMake
+//! lines, with ggml's objects built by ffi-tests), and the programs must run. Once
 //! into a plain prefix, once staged with DESTDIR (files under DESTDIR, paths
 //! inside the .pc file without it; the CMake package, relocatable, is used
 //! from where the files landed).
@@ -23,20 +22,16 @@ fn not_on_host() -> Option<String> {
     None
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(workspace_root().join("README.md")).expect("read README.md")
-}
-
-/// The fenced block (```lang) following `marker` in README.md, its lines.
-fn block_after(marker: &str, lang: &str) -> Vec<String> {
-    let text = readme();
-    let at = text.find(marker).unwrap_or_else(|| panic!("README has no {marker}"));
-    let rest = &text[at..];
-    let open = format!("```{lang}\n");
-    let start = rest.find(&open).unwrap_or_else(|| panic!("a ```{lang} block follows {marker}")) + open.len();
-    let end = rest[start..].find("```").expect("the block ends") + start;
-    rest[start..end].lines().map(String::from).collect()
-}
+/// The commands these tests run, in the placeholder form a reader adapts
+/// (docs/install.md runs its own recipe as written: docs_recipes.rs).
+const INSTALL_LINE: &str = "scripts/install --prefix /usr/local";
+const PKG_CONFIG_LINE: &str =
+    "cc -rdynamic -o app app.c ggml.o ggml-alloc.o ggml-quants.o $(pkg-config --cflags --libs wsp_ggml_backend) -Ipath/to/ggml -lm -lpthread";
+const CMAKE_LINES: &str = "find_package(wsp_ggml_backend 0.1 REQUIRED)
+add_executable(app app.c ggml.c ggml-alloc.c ggml-quants.c)
+target_include_directories(app PRIVATE path/to/ggml)
+target_link_libraries(app PRIVATE wsp_ggml_backend::wsp_ggml_backend m pthread)
+set_target_properties(app PROPERTIES ENABLE_EXPORTS ON)";
 
 /// The version in Cargo.toml's [package].
 fn cargo_toml_version() -> String {
@@ -54,7 +49,7 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
 
 /// ggml's objects, compiled by ffi-tests' build.rs: ggml.o and ggml-quants.o
 /// out of libggml_core.a, ggml-alloc.o out of libggml_alloc_ours.a (compiled
-/// against our headers, as README says to).
+/// against our headers, as docs/ggml-sources.md says to).
 fn ggml_objects(dir: &Path) -> [(String, PathBuf); 3] {
     std::fs::create_dir_all(dir).unwrap();
     for archive in ["libggml_core.a", "libggml_alloc_ours.a"] {
@@ -117,12 +112,12 @@ fn check_program(exe: &Path, env: &[(&str, &Path)]) {
     assert_eq!(out, expected_output(), "{}", exe.display());
 }
 
-/// Runs README's install line (its prefix replaced by `prefix`), with
+/// Runs the install line (its prefix replaced by `prefix`), with
 /// DESTDIR set or not, building in the release-check target folder (shared
 /// with abi.rs' release test: never the test build's, whose lock cargo
 /// holds while the tests run).
 fn install(prefix: &Path, destdir: Option<&Path>) -> String {
-    let line = block_after("<!-- install-line:", "sh").into_iter().next().expect("an install line");
+    let line = INSTALL_LINE;
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(&words[..2], ["scripts/install", "--prefix"], "{line}");
     let root = workspace_root();
@@ -178,11 +173,11 @@ fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// README's pkg-config line, run with its placeholders mapped: `app.c` the
+/// the pkg-config line, run with its placeholders mapped: `app.c` the
 /// test program, `ggml*.o` ggml's objects, `-Ipath/to/ggml` the folder of
 /// ggml.h, `$(pkg-config ...)` what pkg-config prints for the prefix.
 fn build_with_pkg_config(dir: &Path, pkgconfig_dir: &Path) -> PathBuf {
-    let line = block_after("<!-- pkg-config-line:", "sh").into_iter().next().expect("a command line");
+    let line = PKG_CONFIG_LINE;
     std::fs::write(dir.join("app.c"), APP_C).unwrap();
     let objects = ggml_objects(&dir.join("objects"));
     let exe = dir.join("app");
@@ -220,18 +215,18 @@ fn build_with_pkg_config(dir: &Path, pkgconfig_dir: &Path) -> PathBuf {
         }
     }
     assert!(pkg_config_args.is_none(), "unterminated $(pkg-config ...) in {line}");
-    run_ok(&mut cmd, &format!("README's pkg-config line:\n{line}\n"));
+    run_ok(&mut cmd, &format!("the pkg-config line:\n{line}\n"));
     exe
 }
 
-/// README's CMake lines in a project of their own, placeholders mapped as
+/// The CMake lines in a project of their own, placeholders mapped as
 /// for the pkg-config line (`ggml*.c`: ggml's objects), plus the same
 /// program linked with the static target; configured with
 /// CMAKE_PREFIX_PATH = `prefix`, built, and both programs run.
 fn build_with_cmake(dir: &Path, prefix: &Path) -> (PathBuf, PathBuf) {
     let objects = ggml_objects(&dir.join("objects"));
     std::fs::write(dir.join("app.c"), APP_C).unwrap();
-    let mut lines = block_after("<!-- cmake-package:", "cmake").join("\n");
+    let mut lines = CMAKE_LINES.to_string();
     assert!(lines.contains("find_package(wsp_ggml_backend"), "{lines}");
     assert!(lines.contains("wsp_ggml_backend::wsp_ggml_backend "), "{lines}");
     for (name, path) in &objects {
@@ -251,7 +246,7 @@ fn build_with_cmake(dir: &Path, prefix: &Path) -> (PathBuf, PathBuf) {
          # a version this package is not: refused\n\
          find_package(wsp_ggml_backend 0.999 QUIET)\n\
          if(wsp_ggml_backend_FOUND)\n    message(FATAL_ERROR \"version 0.999 accepted\")\nendif()\n\
-         # README's lines\n{lines}\n# the static target\n{statically}\n"
+         # the package's lines\n{lines}\n# the static target\n{statically}\n"
     );
     std::fs::write(dir.join("CMakeLists.txt"), &project).unwrap();
     let build = dir.join("build");

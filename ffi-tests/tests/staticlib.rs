@@ -73,7 +73,7 @@ fn shipped_archive_carries_no_std_machinery() {
 }
 
 /// Links `sources` and ggml's objects, then the given archive, then the
-/// system libraries (the README's link line, where ggml.c is compiled with
+/// system libraries (docs/build-cc.md's link line, where ggml.c is compiled with
 /// the program), tracing where `traced` symbols get their definitions.
 fn link_traced(name: &str, sources: &[&str], lib: &Path, traced: &[&str]) -> (PathBuf, String) {
     let out = harness::out_dir();
@@ -245,8 +245,8 @@ const LIBC_IMPORTS: &[&str] = &[
     "scalbnl",
 ];
 
-/// The ggml functions the library may import: the ones it does (README,
-/// "imports", kept exact by readme.rs) and the rest of what the original
+/// The ggml functions the library may import: the ones it does (docs/build-cc.md,
+/// "imports", kept exact by docs_recipes.rs) and the rest of what the original
 /// `ggml-backend.c` imported (FACTS.md).
 const GGML_IMPORTS: &[&str] = &[
     "wsp_ggml_dup_tensor",
@@ -418,7 +418,7 @@ fn dlopen_from_a_host_without_libgcc_s() {
 }
 
 /// Issue 28: a fully static program links the shipped archive with the
-/// README's libraries (no `-lgcc_s`, which has no static version: `-static`
+/// docs/build-cc.md's libraries (no `-lgcc_s`, which has no static version: `-static`
 /// used to fail with `cannot find -lgcc_s`) and runs; the linker's trace
 /// shows that nothing in our archive refers to the unwinder. (glibc's own
 /// libc.a does, so the compiler driver's `-static` brings libgcc_eh for it:

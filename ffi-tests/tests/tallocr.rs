@@ -72,7 +72,7 @@ fn count_after_blocks() -> PathBuf {
 /// Lines that `placement_too == false` leaves out of the comparison: where a
 /// tensor was placed. The fallback sees the caller's allocations only
 /// through the graph's inputs, so it may place a split over a tensor the
-/// caller allocated but the graph does not use (README, "another
+/// caller allocated but the graph does not use (docs/build-cc.md, "another
 /// ggml-alloc"); what is computed stays the same.
 fn same_as_original(program: &str, extra: &[&str], alloc: PathBuf, mismatch: &str, placement_too: bool) {
     // (the tests share the original's builds: one at a time)

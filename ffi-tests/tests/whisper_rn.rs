@@ -1,4 +1,4 @@
-//! README's whisper.rn Android recipe, applied as written: `scripts/whisper-rn`
+//! docs/whisper-rn-android.md's recipe, applied as written: `scripts/whisper-rn`
 //! patches a project of rc.4's shape (ffi-tests/whisper-rn), which CMake then
 //! builds on Linux for the x86_64 ABI, with stand-ins for Android's `log`,
 //! `android` and `unwind` libraries, linking with `-Wl,--no-undefined`.

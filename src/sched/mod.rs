@@ -2,7 +2,7 @@
 //!
 //! Same assignment passes and split rule as the original, so every node lands
 //! on the same backend and the graph splits at the same places. What differs,
-//! on purpose (see README, "Differences from the original"):
+//! on purpose (see docs/differences.md):
 //! - no fixed limits: backends, splits, split inputs and graph size are all
 //!   bounded only by memory, and tables grow with the graph;
 //! - `set_node_backend` is honoured until the end of the next compute;
