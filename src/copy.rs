@@ -13,6 +13,13 @@ const FUNC: &str = "wsp_ggml_backend_tensor_copy";
 /// through a host buffer. Unlike the original, the slots receive the backend
 /// itself (as their signature says), not `backend->context`.
 pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
+    tensor_copy_staged(src, dst, &mut Vec::new());
+}
+
+/// [`tensor_copy`] with the host buffer of the get + set route given:
+/// grown to the tensor's size when smaller, so a caller that keeps it (the
+/// scheduler, for its split inputs) allocates it once, not per copy.
+pub fn tensor_copy_staged(src: TensorRef, dst: TensorRef, staging: &mut Vec<u8>) {
     check(src.same_layout(dst), FUNC, || {
         format!("cannot copy tensors with different layouts ('{}' -> '{}')", src.name_lossy(), dst.name_lossy())
     });
@@ -30,7 +37,8 @@ pub fn tensor_copy(src: TensorRef, dst: TensorRef) {
         unsafe { to(src_backend.as_ptr(), src.as_ptr(), dst.as_ptr()) };
     } else {
         let nbytes = src.nbytes();
-        let mut staging = vec![0u8; nbytes];
+        staging.clear();
+        staging.resize(nbytes, 0);
         // SAFETY: `staging` holds `nbytes` bytes, read and written only here
         // (each call synchronizes its backend before returning).
         unsafe {

@@ -169,6 +169,58 @@ int main(void) {
         wsp_ggml_free(ctx);
     }
     wsp_ggml_backend_sched_free(sched);
+
+    // Two backends that copy only through get + set (no cpy_tensor_from or
+    // _to, as CUDA's backend), split inputs copied between them: the
+    // original mallocs a host buffer for every such copy, so these counts
+    // are "~le" lines (ours no more than the original's); the test requires
+    // 0 after the first compute.
+    {
+        wsp_ggml_backend_t ta = su_test_backend("TESTA", 32, false, false, true);
+        wsp_ggml_backend_t tb = su_test_backend("TESTB", 32, false, false, true);
+        struct su_store sa, sb;
+        su_store_init(&sa, ta, 1 << 16);
+        su_store_init(&sb, tb, 1 << 16);
+        struct wsp_ggml_context * w2 = make_ctx(3, false, true, 0);
+        struct wsp_ggml_tensor * wa = wsp_ggml_new_tensor_2d(w2, WSP_GGML_TYPE_F32, N, N);
+        struct wsp_ggml_tensor * wb = wsp_ggml_new_tensor_2d(w2, WSP_GGML_TYPE_F32, N, N);
+        struct wsp_ggml_tensor * x2 = wsp_ggml_new_tensor_1d(w2, WSP_GGML_TYPE_F32, N);
+        su_store_put(&sa, wa, &r, 0.5f);
+        su_store_put(&sb, wb, &r, 0.5f);
+        su_store_put(&sa, x2, &r, 1.0f);
+        wsp_ggml_backend_t three[3] = { ta, tb, cpu };
+        wsp_ggml_backend_sched_t s2 = wsp_ggml_backend_sched_new(three, 3);
+        // rounds of: on TESTA, then on TESTB (each round copies twice)
+        static const int rounds[] = { 3, 3, 3, 2, 1, 3 };
+        for (int k = -1; k < (int)(sizeof(rounds) / sizeof(rounds[0])); k++) {
+            struct wsp_ggml_context * ctx = su_graph_ctx(64, WSP_GGML_DEFAULT_GRAPH_SIZE);
+            struct wsp_ggml_cgraph * g = wsp_ggml_new_graph(ctx);
+            struct wsp_ggml_tensor * y = x2;
+            for (int i = 0; i < (k < 0 ? 3 : rounds[k]); i++) {
+                y = wsp_ggml_gelu(ctx, wsp_ggml_mul_mat(ctx, wa, y));
+                y = wsp_ggml_gelu(ctx, wsp_ggml_mul_mat(ctx, wb, y));
+            }
+            wsp_ggml_build_forward_expand(g, y);
+            if (k < 0) {
+                wsp_ggml_backend_sched_init_measure(s2, g);
+            } else {
+                g_allocs = 0;
+                g_counting = 1;
+                wsp_ggml_backend_sched_graph_compute(s2, g);
+                g_counting = 0;
+                const char * what = k == 0 ? "first" : k == 1 || k == 2 ? "same" : "new-no-larger";
+                printf("~le allocs get-set c%d %s %ld\n", k, what, g_allocs);
+                print_tensor("out", y, 4);
+            }
+            wsp_ggml_free(ctx);
+        }
+        wsp_ggml_backend_sched_free(s2);
+        su_store_free(&sa);
+        su_store_free(&sb);
+        wsp_ggml_free(w2);
+        wsp_ggml_backend_free(ta);
+        wsp_ggml_backend_free(tb);
+    }
     su_store_free(&st);
     su_store_free(&sc);
     wsp_ggml_free(wctx);

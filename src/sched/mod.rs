@@ -78,7 +78,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-use crate::copy::tensor_copy;
+use crate::copy::tensor_copy_staged;
 use crate::fatal::{check, fatal};
 use crate::ggml::{self, wsp_ggml_tallocr_t, EvalCallback, GraphRef, GraphView, TensorRef};
 use crate::handle::wsp_ggml_backend_buffer_t;
@@ -121,6 +121,7 @@ impl Sched {
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
             user: PtrMap::new(),
             eval_callback: None,
+            staging: core::cell::Cell::new(Vec::new()),
             st: State::default(),
         })
     }
@@ -368,7 +369,9 @@ impl Sched {
         check(tensor_backend(input) != Some(copy_backend), func, || {
             format!("split input '{}' is not on another backend than its split", input.name_lossy())
         });
-        tensor_copy(input, copy);
+        let mut staging = self.staging.take();
+        tensor_copy_staged(input, copy, &mut staging);
+        self.staging.set(staging);
         input.nbytes()
     }
 

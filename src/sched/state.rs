@@ -207,6 +207,10 @@ pub struct Sched {
     /// set_node_backend assignments, honoured until the end of the next compute.
     pub(super) user: PtrMap,
     pub(super) eval_callback: Option<EvalCallback>,
+    /// The host buffer of split input copies between two backends that
+    /// copy only through get + set, kept between computes (taken out while
+    /// a copy runs: the backends' callbacks may read the scheduler).
+    pub(super) staging: core::cell::Cell<Vec<u8>>,
     pub(super) st: State,
 }
 
