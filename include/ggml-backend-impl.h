@@ -65,10 +65,33 @@ struct wsp_ggml_backend_buffer {
 extern "C" {
 #endif // __cplusplus
 
-// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+// Creates a buffer struct for a backend's own buffer implementation. The
+// struct is allocated with malloc and holds iface, backend, context and size
+// as given; wsp_ggml_backend_buffer_free calls iface.free_buffer, then frees
+// the struct.
 //
-// # Safety
-// `backend` is NULL or a live backend that outlives the buffer; `iface`'s functions follow ggml-backend-impl.h's contract for `context`.
+// Parameters:
+//   backend  the buffer's backend, or NULL.
+//   iface    the buffer's functions; get_base is required, the others may be
+//            NULL.
+//   context  the buffer's own data, passed back to it through the struct.
+//   size     the buffer's size in bytes.
+//
+// Returns: the buffer, owned by the caller, who frees it with
+// wsp_ggml_backend_buffer_free; NULL when memory runs out.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_init: <message>
+// to stderr and aborts if iface.get_base is NULL.
+//
+// Out of memory: returns NULL after printing
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_init: out of memory (<N> bytes)
+// to stderr (when it runs inside another call into this library, such as a
+// backend's alloc_buffer called by wsp_ggml_backend_alloc_buffer, that call
+// reports it instead); the library stays usable.
+//
+// The caller must pass NULL or a valid backend that outlives the buffer, and
+// iface's functions must follow ggml-backend-impl.h's contract for context.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_buffer_init(struct wsp_ggml_backend *backend, struct wsp_ggml_backend_buffer_i iface, wsp_ggml_backend_buffer_context_t context, size_t size);
 
 #ifdef __cplusplus

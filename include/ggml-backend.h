@@ -23,167 +23,664 @@ typedef struct wsp_ggml_backend_sched *wsp_ggml_backend_sched_t;
 extern "C" {
 #endif // __cplusplus
 
-// # Safety
-// `buffer` is NULL or a live buffer: made by this library, not freed.
+// Frees a backend buffer: calls the buffer's free_buffer function (if its
+// interface has one), then frees the buffer struct. Tensors allocated in the
+// buffer must not be used afterwards.
+//
+// Parameters:
+//   buffer  the buffer, or NULL (then nothing happens).
+//
+// Errors: none are detected. It allocates no memory.
+//
+// The caller must pass NULL or a buffer made by this library (or by a backend,
+// as ggml-backend-impl.h describes) and not yet freed; the buffer must not be
+// used afterwards.
 WSP_GGML_API void wsp_ggml_backend_buffer_free(wsp_ggml_backend_buffer_t buffer);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed.
+// Returns the alignment, in bytes, of tensors allocated in a buffer: the
+// alignment of the buffer's backend (wsp_ggml_backend_get_alignment), or 64
+// for a CPU buffer without a backend (wsp_ggml_backend_cpu_buffer_from_ptr
+// with a NULL backend).
+//
+// Parameters:
+//   buffer  the buffer.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_get_alignment: <message>
+// to stderr and aborts if buffer is NULL, or if it has no backend and is not a
+// CPU buffer, or its backend has no get_alignment function (reported under the
+// name wsp_ggml_backend_get_alignment). It allocates no memory.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_alignment(wsp_ggml_backend_buffer_t buffer);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed.
+// Returns the address of a buffer's memory (its interface's get_base).
+//
+// Parameters:
+//   buffer  the buffer.
+//
+// Returns: the base address; never NULL.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_get_base: <message>
+// to stderr and aborts if buffer is NULL, if its interface has no get_base
+// function, or if get_base returns NULL. It allocates no memory.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed.
 WSP_GGML_API void *wsp_ggml_backend_buffer_get_base(wsp_ggml_backend_buffer_t buffer);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed.
+// Returns the size of a buffer in bytes.
+//
+// Parameters:
+//   buffer  the buffer.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_get_size: <message>
+// to stderr and aborts if buffer is NULL. It allocates no memory.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_size(wsp_ggml_backend_buffer_t buffer);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
+// Returns how many bytes a tensor needs in a buffer: the buffer's
+// get_alloc_size, or wsp_ggml_nbytes(tensor) when its interface has none.
+//
+// Parameters:
+//   buffer  the buffer.
+//   tensor  the tensor.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_get_alloc_size: <message>
+// to stderr and aborts if buffer or tensor is NULL. It allocates no memory.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed. The tensor must be a valid
+// ggml tensor.
 WSP_GGML_API size_t wsp_ggml_backend_buffer_get_alloc_size(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
+// Lets a buffer prepare a tensor just allocated in it: calls the buffer's
+// init_tensor function, if its interface has one.
+//
+// Parameters:
+//   buffer  the buffer.
+//   tensor  the tensor.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_init_tensor: <message>
+// to stderr and aborts if buffer or tensor is NULL.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed. The tensor must be a valid
+// ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_buffer_init_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
-// # Safety
-// `buffer` is a live buffer: made by this library, not freed; `tensor` is a live ggml tensor.
+// Lets a buffer release what it keeps for a tensor: calls the buffer's
+// free_tensor function, if its interface has one.
+//
+// Parameters:
+//   buffer  the buffer.
+//   tensor  the tensor.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_buffer_free_tensor: <message>
+// to stderr and aborts if buffer or tensor is NULL.
+//
+// The caller must pass a buffer made by this library (or by a backend, as
+// ggml-backend-impl.h describes) and not yet freed. The tensor must be a valid
+// ggml tensor.
 WSP_GGML_API void wsp_ggml_backend_buffer_free_tensor(wsp_ggml_backend_buffer_t buffer, struct wsp_ggml_tensor *tensor);
 
-// # Safety
-// `tensor` is a live ggml tensor.
+// Returns the backend of the buffer a tensor is allocated in.
+//
+// Parameters:
+//   tensor  the tensor.
+//
+// Returns: the backend, or NULL if the tensor has no buffer or its buffer has
+// no backend. The backend is not owned by the tensor; its owner frees it.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_get_backend: <message>
+// to stderr and aborts if tensor is NULL. It allocates no memory.
+//
+// The caller must pass a valid ggml tensor.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_get_backend(const struct wsp_ggml_tensor *tensor);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Returns the name of a backend (its interface's get_name), for example "CPU".
+//
+// Parameters:
+//   backend  the backend, or NULL.
+//
+// Returns: the name, owned by the backend; "NULL" when backend is NULL.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_name: <message>
+// to stderr and aborts if the backend has no get_name function. It allocates
+// no memory.
+//
+// The caller must pass NULL or a valid backend: made by
+// wsp_ggml_backend_cpu_init or another backend's init function, or filled in
+// as ggml-backend-impl.h describes, and not yet freed.
 WSP_GGML_API const char *wsp_ggml_backend_name(wsp_ggml_backend_t backend);
 
-// # Safety
-// `backend` is NULL or a live backend, its interface as ggml-backend-impl.h describes.
+// Frees a backend: calls its interface's free function, which releases the
+// backend. Free the buffers made by the backend, and the schedulers that use
+// it, first.
+//
+// Parameters:
+//   backend  the backend, or NULL (then nothing happens).
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_free: <message>
+// to stderr and aborts if the backend has no free function.
+//
+// The caller must pass NULL or a valid backend: made by
+// wsp_ggml_backend_cpu_init or another backend's init function, or filled in
+// as ggml-backend-impl.h describes, and not yet freed; neither it nor its
+// buffers may be used afterwards.
 WSP_GGML_API void wsp_ggml_backend_free(wsp_ggml_backend_t backend);
 
-// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+// Allocates a buffer of size bytes on a backend (its interface's
+// alloc_buffer). The CPU backend allocates size + 64 bytes, aligned to 64
+// bytes, and reports that size, as the original does.
 //
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Parameters:
+//   backend  the backend.
+//   size     the number of bytes needed.
+//
+// Returns: the buffer, owned by the caller, who frees it with
+// wsp_ggml_backend_buffer_free; or NULL if the backend could not allocate it.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_alloc_buffer: <message>
+// to stderr and aborts if backend is NULL, if it has no alloc_buffer function,
+// or (CPU backend) if size + 64 overflows.
+//
+// Out of memory: returns NULL after printing
+//   wsp_ggml_backend: wsp_ggml_backend_alloc_buffer: out of memory (<N> bytes)
+// to stderr when the memory could not be allocated by this library (the CPU
+// backend's memory, or the buffer struct of any backend); the library stays
+// usable.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_alloc_buffer(wsp_ggml_backend_t backend, size_t size);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Returns the alignment, in bytes, of tensors in the buffers of a backend (its
+// interface's get_alignment); 64 for the CPU backend.
+//
+// Parameters:
+//   backend  the backend.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_get_alignment: <message>
+// to stderr and aborts if backend is NULL or has no get_alignment function. It
+// allocates no memory.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed.
 WSP_GGML_API size_t wsp_ggml_backend_get_alignment(wsp_ggml_backend_t backend);
 
-// # Safety
-// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
+// Starts copying size bytes from data into a tensor at byte offset offset,
+// through the backend of the tensor's buffer; the copy may still be running
+// when the function returns (wsp_ggml_backend_synchronize waits for it).
+//
+// Parameters:
+//   tensor  the destination tensor, allocated in a backend buffer.
+//   data    the bytes to copy.
+//   offset  where in the tensor's data the copy starts.
+//   size    the number of bytes.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_set_async: <message>
+// to stderr and aborts if tensor is NULL, if it is not in a buffer with a
+// backend, if the backend has no set_tensor_async function, or if the backend
+// rejects the copy (the CPU backend does, under the name
+// wsp_ggml_backend_tensor_set, when size is not 0, for a range out of the
+// tensor's bounds, a tensor without data or a NULL data).
+//
+// The caller must pass a valid ggml tensor, and data must point to size
+// readable bytes that stay unchanged until the backend is synchronized.
 WSP_GGML_API void wsp_ggml_backend_tensor_set_async(struct wsp_ggml_tensor *tensor, const void *data, size_t offset, size_t size);
 
-// # Safety
-// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
+// Starts copying size bytes of a tensor, from byte offset offset, into data,
+// through the backend of the tensor's buffer; the copy may still be running
+// when the function returns (wsp_ggml_backend_synchronize waits for it).
+//
+// Parameters:
+//   tensor  the source tensor, allocated in a backend buffer.
+//   data    where to copy the bytes.
+//   offset  where in the tensor's data the copy starts.
+//   size    the number of bytes.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_get_async: <message>
+// to stderr and aborts if tensor is NULL, if it is not in a buffer with a
+// backend, if the backend has no get_tensor_async function, or if the backend
+// rejects the copy (the CPU backend does, under the name
+// wsp_ggml_backend_tensor_get, when size is not 0, for a range out of the
+// tensor's bounds, a tensor without data or a NULL data).
+//
+// The caller must pass a valid ggml tensor, and data must point to size
+// writable bytes, not otherwise used until the backend is synchronized.
 WSP_GGML_API void wsp_ggml_backend_tensor_get_async(const struct wsp_ggml_tensor *tensor, void *data, size_t offset, size_t size);
 
-// # Safety
-// `tensor` is a live ggml tensor; `data` points to `size` readable bytes.
+// Copies size bytes from data into a tensor at byte offset offset, through the
+// backend of the tensor's buffer, and waits until the copy is done.
+//
+// Parameters:
+//   tensor  the destination tensor, allocated in a backend buffer.
+//   data    the bytes to copy.
+//   offset  where in the tensor's data the copy starts.
+//   size    the number of bytes.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_set: <message>
+// to stderr and aborts if tensor is NULL, if it has no data, if it is not in a
+// buffer with a backend, if the backend lacks set_tensor_async or synchronize
+// (reported under the names wsp_ggml_backend_tensor_set_async and
+// wsp_ggml_backend_synchronize), or if the backend rejects the copy (the CPU
+// backend does, when size is not 0, for a range out of the tensor's bounds or
+// a NULL data).
+//
+// The caller must pass a valid ggml tensor, and data must point to size
+// readable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_set(struct wsp_ggml_tensor *tensor, const void *data, size_t offset, size_t size);
 
-// # Safety
-// `tensor` is a live ggml tensor; `data` points to `size` writable bytes.
+// Copies size bytes of a tensor, from byte offset offset, into data, through
+// the backend of the tensor's buffer, and waits until the copy is done.
+//
+// Parameters:
+//   tensor  the source tensor, allocated in a backend buffer.
+//   data    where to copy the bytes.
+//   offset  where in the tensor's data the copy starts.
+//   size    the number of bytes.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_get: <message>
+// to stderr and aborts if tensor is NULL, if it has no data, if it is not in a
+// buffer with a backend, if the backend lacks get_tensor_async or synchronize
+// (reported under the names wsp_ggml_backend_tensor_get_async and
+// wsp_ggml_backend_synchronize), or if the backend rejects the copy (the CPU
+// backend does, when size is not 0, for a range out of the tensor's bounds or
+// a NULL data).
+//
+// The caller must pass a valid ggml tensor, and data must point to size
+// writable bytes.
 WSP_GGML_API void wsp_ggml_backend_tensor_get(const struct wsp_ggml_tensor *tensor, void *data, size_t offset, size_t size);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Waits until a backend has finished its asynchronous work (its interface's
+// synchronize). The CPU backend has none.
+//
+// Parameters:
+//   backend  the backend.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_synchronize: <message>
+// to stderr and aborts if backend is NULL or has no synchronize function.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed.
 WSP_GGML_API void wsp_ggml_backend_synchronize(wsp_ggml_backend_t backend);
 
-// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+// Prepares a graph for repeated computing on a backend (its interface's
+// graph_plan_create). The CPU backend plans for its current number of threads
+// and abort callback, and allocates the work memory the graph needs.
 //
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
+// Parameters:
+//   backend  the backend.
+//   cgraph   the graph; it stays owned by the caller and must stay valid, with
+//            its tensors allocated, for as long as the plan is used.
+//
+// Returns: the plan, owned by the caller, who frees it with
+// wsp_ggml_backend_graph_plan_free and the same backend; NULL when memory runs
+// out.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_graph_plan_create: <message>
+// to stderr and aborts if backend or cgraph is NULL, or if the backend has no
+// graph_plan_create function.
+//
+// Out of memory: the CPU backend returns NULL after printing
+//   wsp_ggml_backend: wsp_ggml_backend_graph_plan_create: out of memory (<N> bytes)
+// to stderr; the library stays usable.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed. The graph's node and leaf arrays must hold
+// valid tensors.
 WSP_GGML_API wsp_ggml_backend_graph_plan_t wsp_ggml_backend_graph_plan_create(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
+// Frees a plan made by wsp_ggml_backend_graph_plan_create (the backend's
+// graph_plan_free). The CPU backend ignores a NULL plan.
+//
+// Parameters:
+//   backend  the backend the plan was made with.
+//   plan     the plan.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_graph_plan_free: <message>
+// to stderr and aborts if backend is NULL or has no graph_plan_free function.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed. The plan must have been made with the same
+// backend and not yet freed, and must not be used afterwards.
 WSP_GGML_API void wsp_ggml_backend_graph_plan_free(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `plan` is a plan made by `wsp_ggml_backend_graph_plan_create` with the same backend, not freed.
+// Computes the graph of a plan made by wsp_ggml_backend_graph_plan_create (the
+// backend's graph_plan_compute).
+//
+// Parameters:
+//   backend  the backend the plan was made with.
+//   plan     the plan.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_graph_plan_compute: <message>
+// to stderr and aborts if backend is NULL, if it has no graph_plan_compute
+// function, or (CPU backend) if plan is NULL.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed. The plan must have been made with the same
+// backend and not yet freed; its graph's tensors must still be valid and
+// allocated.
 WSP_GGML_API void wsp_ggml_backend_graph_plan_compute(wsp_ggml_backend_t backend, wsp_ggml_backend_graph_plan_t plan);
 
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `cgraph` is a live graph whose node and leaf arrays hold live tensors.
+// Computes a graph on a backend (its interface's graph_compute).
+//
+// Parameters:
+//   backend  the backend.
+//   cgraph   the graph; its tensors must be allocated where the backend can
+//            compute them.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_graph_compute: <message>
+// to stderr and aborts if backend or cgraph is NULL, if the backend has no
+// graph_compute function, or (CPU backend) if it is called from inside the
+// backend's abort callback.
+//
+// Out of memory: if the CPU backend cannot allocate the graph's work memory,
+// prints
+//   wsp_ggml_backend: wsp_ggml_backend_graph_compute: out of memory (<N> bytes)
+// to stderr and aborts.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed. The graph's node and leaf arrays must hold
+// valid tensors.
 WSP_GGML_API void wsp_ggml_backend_graph_compute(wsp_ggml_backend_t backend, struct wsp_ggml_cgraph *cgraph);
 
-// True when the backend's `supports_op` slot is NULL (this generation's CUDA
-// backend): such a backend accepts every op, as the scheduler treats it (the
-// original called the NULL slot).
+// Returns whether a backend can compute an operation (its interface's
+// supports_op). A backend without a supports_op function (the CUDA backend of
+// this ggml version) is taken to support every operation, as the scheduler
+// does; the original called the NULL function.
 //
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes; `op` is a live ggml tensor.
+// Parameters:
+//   backend  the backend.
+//   op       the tensor whose operation is asked about.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_supports_op: <message>
+// to stderr and aborts if backend or op is NULL.
+//
+// The caller must pass a valid backend: made by wsp_ggml_backend_cpu_init or
+// another backend's init function, or filled in as ggml-backend-impl.h
+// describes, and not yet freed. op must be a valid ggml tensor.
 WSP_GGML_API bool wsp_ggml_backend_supports_op(wsp_ggml_backend_t backend, const struct wsp_ggml_tensor *op);
 
-// Tensor copy between different backends. The `cpy_tensor_from`/`cpy_tensor_to`
-// slots receive the backend (the original passed `backend->context`).
+// Copies the data of one tensor into another of the same layout, possibly on
+// another backend: through the destination backend's cpy_tensor_from, else the
+// source backend's cpy_tensor_to, else through host memory. Unlike the
+// original, cpy_tensor_from and cpy_tensor_to receive the backend, not its
+// context. Copying a tensor onto itself does nothing.
 //
-// # Safety
-// `src` is a live ggml tensor; `dst` is a live ggml tensor.
+// Parameters:
+//   src  the source tensor, allocated in a backend buffer.
+//   dst  the destination tensor, allocated in a backend buffer.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_copy: <message>
+// to stderr and aborts if src or dst is NULL, if their layouts differ, or if
+// one is not in a buffer with a backend.
+//
+// Out of memory: if the host copy cannot be allocated, prints
+//   wsp_ggml_backend: wsp_ggml_backend_tensor_copy: out of memory (<N> bytes)
+// to stderr and aborts.
+//
+// The caller must pass two valid ggml tensors.
 WSP_GGML_API void wsp_ggml_backend_tensor_copy(struct wsp_ggml_tensor *src, struct wsp_ggml_tensor *dst);
 
-// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+// Creates a CPU backend, which computes graphs with ggml on
+// WSP_GGML_DEFAULT_N_THREADS threads (see wsp_ggml_backend_cpu_set_n_threads).
 //
-// # Safety
-// None beyond the C contract: no pointer arguments.
+// Returns: the backend, owned by the caller, who frees it with
+// wsp_ggml_backend_free; NULL when memory runs out.
+//
+// Out of memory: returns NULL after printing
+//   wsp_ggml_backend: wsp_ggml_backend_cpu_init: out of memory (<N> bytes)
+// to stderr, having freed what it had allocated; the library stays usable.
 WSP_GGML_API wsp_ggml_backend_t wsp_ggml_backend_cpu_init(void);
 
-// False for NULL (the original crashed).
+// Returns whether a backend is a CPU backend (made by
+// wsp_ggml_backend_cpu_init).
 //
-// # Safety
-// `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Parameters:
+//   backend  the backend, or NULL.
+//
+// Returns: true for a CPU backend; false otherwise, and for NULL (the original
+// crashed).
+//
+// Errors: none are detected. It allocates no memory.
+//
+// The caller must pass NULL or a valid backend: made by
+// wsp_ggml_backend_cpu_init or another backend's init function, or filled in
+// as ggml-backend-impl.h describes, and not yet freed.
 WSP_GGML_API bool wsp_ggml_backend_is_cpu(wsp_ggml_backend_t backend);
 
-// # Safety
-// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes.
+// Sets the number of threads a CPU backend computes with, from its next
+// compute or plan on.
+//
+// Parameters:
+//   backend_cpu  a backend made by wsp_ggml_backend_cpu_init.
+//   n_threads    the number of threads, passed to ggml.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_cpu_set_n_threads: <message>
+// to stderr and aborts if backend_cpu is NULL or is not a CPU backend, or if
+// it is called from inside the backend's abort callback while it computes. It
+// allocates no memory.
+//
+// The caller must pass a valid backend, used by one thread at a time.
 WSP_GGML_API void wsp_ggml_backend_cpu_set_n_threads(wsp_ggml_backend_t backend_cpu, int n_threads);
 
-// Create a backend buffer from an existing pointer. `backend_cpu` may be NULL.
+// Creates a CPU buffer over memory the caller owns: the buffer's base is ptr
+// and its size is size. Freeing the buffer frees only the buffer struct, never
+// ptr.
 //
-// NULL when memory runs out, after the message `wsp_ggml_backend: <function>: out of memory (<N> bytes)` on stderr (README, "API conventions").
+// Parameters:
+//   backend_cpu  the buffer's backend, or NULL (ggml-alloc passes NULL; a
+//                buffer without a backend has the CPU alignment, 64).
+//   ptr          the memory.
+//   size         its size in bytes.
 //
-// # Safety
-// `backend_cpu` is a live backend, its interface as ggml-backend-impl.h describes; `ptr` points to `size` bytes that stay valid while the buffer is used.
+// Returns: the buffer, owned by the caller, who frees it with
+// wsp_ggml_backend_buffer_free; NULL when memory runs out.
+//
+// Errors: no argument is checked.
+//
+// Out of memory: returns NULL after printing
+//   wsp_ggml_backend: wsp_ggml_backend_cpu_buffer_from_ptr: out of memory (<N> bytes)
+// to stderr; the library stays usable.
+//
+// The caller must pass NULL or a valid CPU backend that outlives the buffer,
+// and ptr must point to size bytes that stay valid while the buffer is used.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_cpu_buffer_from_ptr(wsp_ggml_backend_t backend_cpu, void *ptr, size_t size);
 
-// Initialize a backend scheduler. Any number (>= 1) of backends, in priority order.
+// Creates a scheduler over n_backends backends, given in priority order (the
+// first has the highest priority). Call wsp_ggml_backend_sched_init_measure
+// before the first compute.
 //
-// # Safety
-// `backends` points to `n_backends` live backends.
+// Parameters:
+//   backends    the backends; the array is read during the call only.
+//   n_backends  how many, from 1 to 65534.
+//
+// Returns: the scheduler, owned by the caller, who frees it with
+// wsp_ggml_backend_sched_free before freeing the backends, which stay owned by
+// the caller.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_new: <message>
+// to stderr and aborts if n_backends is out of range, or if backends or one of
+// its entries is NULL.
+//
+// Out of memory: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_new: out of memory (<N> bytes)
+// to stderr and aborts.
+//
+// The caller must pass an array of n_backends valid backends, which must
+// outlive the scheduler.
 WSP_GGML_API wsp_ggml_backend_sched_t wsp_ggml_backend_sched_new(wsp_ggml_backend_t *backends, int n_backends);
 
-// # Safety
-// `sched` is NULL or a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time.
+// Frees a scheduler and its compute buffers; the backends stay the caller's.
+// Allocators and buffers obtained with wsp_ggml_backend_sched_get_tallocr and
+// wsp_ggml_backend_sched_get_buffer, and the tensors in them, must not be used
+// afterwards.
+//
+// Parameters:
+//   sched  the scheduler, or NULL (then nothing happens).
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_free: <message>
+// to stderr and aborts if it is called from inside a callback of this
+// scheduler's current work (the evaluation callback included); the scheduler
+// is not freed then.
+//
+// The caller must pass NULL or a scheduler made by wsp_ggml_backend_sched_new
+// and not yet freed, used by one thread at a time; it must not be used
+// afterwards.
 WSP_GGML_API void wsp_ggml_backend_sched_free(wsp_ggml_backend_sched_t sched);
 
-// Initialize backend buffers from a measure graph. May be called again to re-measure.
+// Splits a measure graph (the largest the program will compute) between the
+// backends and allocates each backend's compute buffer at the size it needs.
+// May be called again to measure anew.
 //
-// # Safety
-// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `measure_graph` is a live graph whose node and leaf arrays hold live tensors.
+// Parameters:
+//   sched          the scheduler.
+//   measure_graph  the graph; it stays owned by the caller.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_init_measure: <message>
+// to stderr and aborts if sched or measure_graph is NULL, if the graph holds a
+// NULL node or leaf or cannot be placed on the scheduler's backends, or if it
+// is called from inside a callback of this scheduler's current work (the
+// evaluation callback included).
+//
+// Out of memory: if a compute buffer or the library's own memory cannot be
+// allocated, prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_init_measure: out of memory (<N> bytes)
+// to stderr and aborts.
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, and a valid graph whose node and
+// leaf arrays hold valid tensors.
 WSP_GGML_API void wsp_ggml_backend_sched_init_measure(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *measure_graph);
 
-// # Safety
-// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Returns the scheduler's tensor allocator for one of its backends, which
+// allocates in that backend's compute buffer.
+//
+// Parameters:
+//   sched    the scheduler.
+//   backend  one of the scheduler's backends.
+//
+// Returns: the allocator, owned by the scheduler (the caller must not free
+// it); valid until the next wsp_ggml_backend_sched_init_measure or
+// wsp_ggml_backend_sched_reserve, or until the scheduler is freed.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_get_tallocr: <message>
+// to stderr and aborts if sched or backend is NULL, if backend is not one of
+// the scheduler's backends, or if it is called from inside a callback of this
+// scheduler's current work (the evaluation callback included). It allocates no
+// memory.
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, and a valid backend.
 WSP_GGML_API wsp_ggml_tallocr_t wsp_ggml_backend_sched_get_tallocr(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend);
 
-// # Safety
-// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Returns the scheduler's compute buffer for one of its backends.
+//
+// Parameters:
+//   sched    the scheduler.
+//   backend  one of the scheduler's backends.
+//
+// Returns: the buffer, owned by the scheduler (the caller must not free it);
+// valid until the next wsp_ggml_backend_sched_init_measure or
+// wsp_ggml_backend_sched_reserve, or until the scheduler is freed.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_get_buffer: <message>
+// to stderr and aborts if sched or backend is NULL, if backend is not one of
+// the scheduler's backends, or if it is called from inside a backend's
+// callback while the scheduler plans or measures. It allocates no memory.
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, and a valid backend.
 WSP_GGML_API wsp_ggml_backend_buffer_t wsp_ggml_backend_sched_get_buffer(wsp_ggml_backend_sched_t sched, wsp_ggml_backend_t backend);
 
-// Assign `node` to `backend` for the next compute (the original ignored this).
+// Assigns a node to a backend for the next compute (or measure) of the
+// scheduler; the assignments are forgotten after it. The original ignored
+// these assignments.
 //
-// # Safety
-// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `node` is a live ggml tensor; `backend` is a live backend, its interface as ggml-backend-impl.h describes.
+// Parameters:
+//   sched    the scheduler.
+//   node     the node.
+//   backend  one of the scheduler's backends.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_set_node_backend: <message>
+// to stderr and aborts if sched, node or backend is NULL, if backend is not
+// one of the scheduler's backends, or if it is called from inside a callback
+// of this scheduler's current work (the evaluation callback included).
+//
+// Out of memory: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_set_node_backend: out of memory (<N> bytes)
+// to stderr and aborts.
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, a valid ggml tensor and a valid
+// backend.
 WSP_GGML_API void wsp_ggml_backend_sched_set_node_backend(wsp_ggml_backend_sched_t sched, struct wsp_ggml_tensor *node, wsp_ggml_backend_t backend);
 
-// Allocate and compute a graph on the backend scheduler.
+// Splits a graph between the scheduler's backends, allocates it in their
+// compute buffers (growing a buffer when the graph needs more), copies each
+// split's inputs to its backend and computes the splits in order.
 //
-// # Safety
-// `sched` is a live scheduler: made by `wsp_ggml_backend_sched_new`, not freed, used by one thread at a time; `graph` is a live graph whose node and leaf arrays hold live tensors.
+// Parameters:
+//   sched  the scheduler.
+//   graph  the graph; it stays owned by the caller.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_graph_compute: <message>
+// to stderr and aborts if sched or graph is NULL, if it is called before
+// wsp_ggml_backend_sched_init_measure, if the graph holds a NULL node or leaf
+// or cannot be placed or allocated, if a split input has no memory, or if it
+// is called from inside a callback of this scheduler's current work (the
+// evaluation callback included).
+//
+// Out of memory: if a compute buffer or the library's own memory cannot be
+// allocated, prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_graph_compute: out of memory (<N> bytes)
+// to stderr and aborts. A compute of a graph no larger than one computed since
+// the last measure allocates nothing.
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, and a valid graph whose node and
+// leaf arrays hold valid tensors.
 WSP_GGML_API void wsp_ggml_backend_sched_graph_compute(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *graph);
 
 #ifdef __cplusplus

@@ -5,7 +5,8 @@
 //!
 //! Everything that dereferences a tensor or graph pointer lives in this module,
 //! behind [`TensorRef`] and [`GraphRef`], so the rest of the crate reads ggml
-//! objects through small, named accessors.
+//! objects through small, named accessors (one exception: `graph_copy.rs`
+//! fills the node list of the graph it has just created).
 
 #![allow(non_camel_case_types)]
 

@@ -22,9 +22,9 @@
 //!   which questions the passes would ask;
 //! - and no `set_node_backend` assignment, now or for the split being reused.
 //!
-//! Where a tensor's memory goes is not part of the split: the allocation
-//! (galloc.rs) is planned again at every compute from the tensors as they
-//! are then. A reuse also redoes the input copies (reset and renamed) and
+//! Where a tensor's memory goes is not part of the split: the placement
+//! (galloc.rs) is kept and applied again while its own chapter of the log
+//! still holds, and planned again otherwise. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
 use super::ids::{PackedLoc, Slot};

@@ -147,7 +147,7 @@ pub type wsp_ggml_tallocr_t = *mut wsp_ggml_tallocr;
 /// buffer its allocator has handed out since the last reset, and the
 /// scheduler needs exactly that to place a split after the caller's inputs
 /// in a compute buffer (`sched_get_tallocr`). Read only through
-/// `ggml::tallocr_free_blocks`, field by field in this order, each checked
+/// `talloc::read_tallocr`, field by field in this order, each checked
 /// against what the public calls say before the next is read; the C bools
 /// are read as bytes (any value is a valid `u8`, not every one a valid
 /// `bool`). Offsets: `TALLOCR_LAYOUT`.

@@ -5,7 +5,7 @@
 //!   same layout as whisper.cpp v1.5.0) and the functions of `ggml.c` and
 //!   `ggml-alloc.c` we import: those files stay C, in the user's build;
 //! - ggml-alloc's private allocator struct, read by
-//!   `ggml::tallocr_free_blocks` only;
+//!   `talloc::read_tallocr` only;
 //! - the backend and buffer structs of `ggml-backend-impl.h`, which cbindgen
 //!   writes into the generated headers (the interfaces that C backends fill).
 //!
