@@ -384,7 +384,7 @@ mod no_std_runtime {
     /// Left undefined, they make the library import the unwinder: libgcc_s.so.1
     /// on Linux, which neither artefact lists as needed, so a host without
     /// it fails to load ours (`undefined symbol: _Unwind_Resume`) and a
-    /// static link needs `-lgcc_s` (issue 28). Resolved here, to the same
+    /// static link needs `-lgcc_s`. Resolved here, to the same
     /// abort as the personality, and sound because never executed:
     /// - a landing pad, and so its `_Unwind_Resume`, runs only when the
     ///   unwinder enters it, after the personality routine of its frame

@@ -10,7 +10,7 @@
 //!   graph is restored to its built state, untimed, before every compute.
 //! - `sched_compute_vary_2b/{ours,ref}/N`: the same, but every compute's
 //!   graph differs from the previous one's (without its last node, then
-//!   whole, in turn): a fresh split every time (issue 12's "vary" family).
+//!   whole, in turn): a fresh split every time ("vary" family).
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -134,7 +134,7 @@ static void quiet_end(int saved) {
 // backend (last, lowest priority). n_nodes / 64 splits in all.
 // Backends: TEST0, [TEST1,] CPU (1 thread), C test backends from ffi-tests.
 //
-// The "few-splits" family (issue 20) is the same graph with longer blocks
+// The "few-splits" family is the same graph with longer blocks
 // (sched_setup_blocks): e.g. 6144 nodes in blocks of 768, 8 splits over 2
 // backends, so that per-split costs weigh little and per-node ones dominate.
 
@@ -242,7 +242,7 @@ __attribute__((noinline)) void B(sched_compute)(struct sched_bench * sb) {
 // Benchmark 1b: one compute whose split is made anew: the first node is
 // assigned to the last backend first. The original wipes the assignment (and
 // splits every graph anew anyway); ours honours it, so it splits again and
-// checks that the split fits the compute buffers (issue 11's cost).
+// checks that the split fits the compute buffers.
 __attribute__((noinline)) void B(sched_compute_fresh)(struct sched_bench * sb) {
     wsp_ggml_backend_sched_set_node_backend(sb->sched, sb->graph->nodes[0], sb->backends[sb->n_backends - 1]);
     wsp_ggml_backend_sched_graph_compute(sb->sched, sb->graph);
@@ -282,7 +282,7 @@ __attribute__((noinline)) void B(cycle_loop)(struct sched_bench * sb, int iters)
     }
 }
 
-// The "rebuilt" families (issue 23): as ggml's programs (gpt-2, whisper)
+// The "rebuilt" families: as ggml's programs (gpt-2, whisper)
 // build their graphs, a new context in the same memory block and a new
 // graph for every compute. `drop_last`: the graph without its last node (a
 // different graph, as in "vary"). Not measured: only the compute is.
@@ -731,7 +731,7 @@ void B(enc_teardown)(struct enc_bench * e) {
 
 #define STEP_MAX 64
 
-// chain: an independent reviewer's graph. n_ops elementwise nodes over
+// chain: a long elementwise graph. n_ops elementwise nodes over
 // 4-float tensors, the op sequence add, gelu, mul, silu, scale, add
 // repeated; each block of block_ops nodes has its weights (the second
 // operands of add and mul, and scale's factor: a 1-element tensor in this

@@ -240,7 +240,7 @@ pub const REF_HASH_EXTRA: usize = 256 * 16;
 
 /// Nodes per split of benchmark 1's graph.
 pub const BLOCK_NODES: usize = 64;
-/// Splits of the "few-splits" family (issue 20): the same graph in longer
+/// Splits of the "few-splits" family: the same graph in longer
 /// blocks, [`FEW_SPLITS_NODES`] nodes in 8 splits over 2 backends.
 pub const FEW_SPLITS: usize = 8;
 /// Default size of the "few-splits" family (8 blocks of 96 layers).

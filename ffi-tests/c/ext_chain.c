@@ -1,4 +1,4 @@
-// Ours-only test: supports_op honoured through in-place chains (issue 23).
+// Ours-only test: supports_op honoured through in-place chains.
 //
 // Backends [A, CPU, B, C], test backends but the CPU: A rejects ADD and
 // CONT, B rejects MUL_MAT, CONT and GET_ROWS, C rejects CPY and the case's

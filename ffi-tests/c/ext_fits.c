@@ -1,5 +1,5 @@
 // Ours-only test: a compute never fails inside ggml-alloc, and memory decides
-// where views and in-place ops run (issue 11). Every output is compared bit
+// where views and in-place ops run. Every output is compared bit
 // for bit with the same graph computed by ggml.c alone.
 //
 // The original cannot run these programs: it has no supports_op, ignores

@@ -738,7 +738,7 @@ static bool inplace_ok(const struct bstate * S, const struct ent * e, enum wsp_g
 
 // May this node write into the memory of entry e, a node's result (not a
 // leaf's memory)? Its memory is allocated by the scheduler, so the whole
-// in-place chain goes where every op of it is supported (issue 23).
+// in-place chain goes where every op of it is supported.
 static bool node_inplace_ok(const struct ent * e) {
     return e->owner < 0 && !e->hidden && e->t->type == WSP_GGML_TYPE_F32 && e->t->op != WSP_GGML_OP_NONE;
 }

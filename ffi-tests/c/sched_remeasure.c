@@ -1,5 +1,5 @@
 // Differential test: programs the original computes and an earlier version of
-// ours stopped (issue 11, found by the randomized differential fuzzer).
+// ours stopped (found by the randomized differential fuzzer).
 //
 //   1. init_measure twice, with the graph's input allocated through
 //      sched_get_tallocr: the second measure must count what the caller

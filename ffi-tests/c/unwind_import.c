@@ -1,4 +1,4 @@
-// The shape of libwsp_ggml_backend.so before issue 28: a shared library that
+// The shape of libwsp_ggml_backend.so before it stopped importing the unwinder: a shared library that
 // imports the unwinder (_Unwind_Resume, what landing pads call) without
 // naming libgcc_s as needed. dlopen_host.c must fail to load it, which shows
 // that the host really brings no unwinder.

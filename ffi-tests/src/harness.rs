@@ -124,7 +124,7 @@ pub fn cdylib() -> PathBuf {
 
 /// The system libraries of the static link line of docs/build-cc.md: ggml's (libm,
 /// libpthread). Our static library needs only libc, which the compiler adds
-/// (no unwinder, so no `-lgcc_s`: issue 28, tests in staticlib.rs).
+/// (no unwinder, so no `-lgcc_s`; tests in staticlib.rs).
 pub const NATIVE_STATIC_LIBS: &[&str] = &["-lm", "-lpthread"];
 
 /// Link flags for every test program, from FFI_LDFLAGS at test time (e.g.

@@ -122,7 +122,7 @@ fn sched_source_outside_the_lists_changes_its_view_source() {
     differential("sched_unlisted_view.c", TB, &[]);
 }
 
-/// Issue 11's reductions: init_measure twice with an input allocated through
+/// Reductions found by the fuzzer: init_measure twice with an input allocated through
 /// sched_get_tallocr, a larger graph after a smaller re-measure, a graph of
 /// one view.
 #[test]
@@ -135,7 +135,7 @@ fn sched_places_every_tensor_where_ggml_alloc_does() {
     differential("sched_placement.c", &[], &[]);
 }
 
-/// Issue 27: ggml's gpt-2 example as a client of the scheduler over a second
+/// ggml's gpt-2 example as a client of the scheduler over a second
 /// backend and the CPU (layers split by NGL, the graph built anew in a fresh
 /// context every compute, shapes changing with n_past), with the second
 /// backend in every slot pattern of the real backends: CUDA's (no

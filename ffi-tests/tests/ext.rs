@@ -61,7 +61,7 @@ fn sched_consults_supports_op() {
     }
 }
 
-/// Issue 11: a compute never fails inside ggml-alloc; memory decides for
+/// A compute never fails inside ggml-alloc; memory decides for
 /// views and in-place ops; assignments that cannot be honoured are not applied.
 #[test]
 fn sched_computes_fit_and_follow_memory() {
@@ -305,7 +305,7 @@ fn inplace_ops_and_supports_op() {
     });
 }
 
-/// supports_op through in-place chains (issue 23): a node computed on C
+/// supports_op through in-place chains: a node computed on C
 /// gets an in-place node C rejects; the chain moves whole to the backend
 /// that accepts all of it, for each in-place family, after the rejections
 /// change between two computes. Every case must pass (no abort accepted:

@@ -1,4 +1,4 @@
-//! Sanitizers over our library (issue 28).
+//! Sanitizers over our library.
 //!
 //! **AddressSanitizer + UndefinedBehaviorSanitizer**: every C program of the
 //! differential, extension and misuse suites (and the other scheduler
@@ -359,7 +359,7 @@ fn asan_ext_inplace() {
     assert_none(asan_runs(&exe, &cases, &SHAPES, Expect::SuccessOrAbort));
 }
 
-/// ext.rs's in-place chains (issue 23), every case.
+/// ext.rs's in-place chains, every case.
 #[test]
 fn asan_ext_chain() {
     host_only!();

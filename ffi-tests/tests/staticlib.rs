@@ -1,7 +1,7 @@
 //! The static library users link (`scripts/staticlib`'s output) defines the
 //! API and nothing else, so it never interposes a symbol of the program it is
 //! linked into, and two Rust static libraries can share a program. It and the
-//! shared library need nothing but libc and ggml (issue 28): no unwinder, so
+//! shared library need nothing but libc and ggml: no unwinder, so
 //! no libgcc_s, and a `-static` link works.
 
 use std::collections::BTreeSet;
@@ -35,7 +35,7 @@ fn shipped_archive_defines_exactly_the_api() {
     assert!(raw.len() > shipped.len() + 100, "cargo's .a defines only {} global symbols", raw.len());
 }
 
-/// The library users link has no std (issue 14): none of std's panic,
+/// The library users link has no std: none of std's panic,
 /// backtrace and symbolization machinery, local symbols included.
 #[test]
 fn shipped_archive_carries_no_std_machinery() {
@@ -324,7 +324,7 @@ fn unwinder_imports(imports: &BTreeSet<String>) -> Vec<&String> {
         .collect()
 }
 
-/// Issue 28: the shared library and the shipped archive import libc and
+/// The shared library and the shipped archive import libc and
 /// ggml, nothing else: no unwinder (core's and alloc's landing pads call
 /// `_Unwind_Resume`, and on Arm every unwind table entry names an EHABI
 /// personality routine: src/platform.rs resolves them to a hidden abort).
@@ -367,7 +367,7 @@ fn compile(sources: &[&str], out: &Path, flags: &[&str]) {
     );
 }
 
-/// Issue 28: a program linked without libgcc_s (`-nodefaultlibs -lc -ldl`)
+/// A program linked without libgcc_s (`-nodefaultlibs -lc -ldl`)
 /// dlopens the shared library and uses it. The library used to import
 /// `_Unwind_Resume` without naming libgcc_s as needed, so such a host failed
 /// with `undefined symbol: _Unwind_Resume`; the test shows that a library of
@@ -417,7 +417,7 @@ fn dlopen_from_a_host_without_libgcc_s() {
     assert_eq!(out, "loaded: backend CPU\n");
 }
 
-/// Issue 28: a fully static program links the shipped archive with the
+/// A fully static program links the shipped archive with the
 /// docs/build-cc.md's libraries (no `-lgcc_s`, which has no static version: `-static`
 /// used to fail with `cannot find -lgcc_s`) and runs; the linker's trace
 /// shows that nothing in our archive refers to the unwinder. (glibc's own

@@ -111,7 +111,7 @@ fn main() {
             // sched: the same graph every compute (ours reuses its split);
             // fresh: a set_node_backend before every compute (ours splits
             // again and checks the fit each time); vary: every compute's
-            // graph differs from the previous one's (issue 12's family)
+            // graph differs from the previous one's
             let (compute, warm, name): (fn(&mut SchedBench), u64, &str) = match mode {
                 "sched" => (SchedBench::compute, 8, "sched_compute"), // 8 warm-up computes (past what a first compute plans)
                 "fresh" => (SchedBench::compute_fresh, 4, "sched_compute_fresh"),

@@ -25,7 +25,7 @@
 //!   backend's splits and the output's hash (`computes`).
 //!
 //! `splits`: the graph in that many blocks (`n_nodes / splits` nodes each)
-//! instead of one per 64 nodes; the "few-splits" family (issue 20) is
+//! instead of one per 64 nodes; the "few-splits" family is
 //! `6144 nodes, 8 splits, 2 backends`, with `steady` or `vary`.
 //!
 //! Sets up the graph and a measured scheduler, computes 8 times (warm-up, not

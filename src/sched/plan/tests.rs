@@ -314,7 +314,7 @@ fn a_rejected_node_moves_to_the_next_backend_that_supports_it() {
     assert_eq!(p.splits(), vec![(0, 0, 1, 0), (1, 1, 2, 1), (0, 2, 3, 1)]);
 }
 
-/// Issue 23's shape: backends [A, X, B, C]; X supports every op. A node
+/// An in-place chain across backends [A, X, B, C]; X supports every op. A node
 /// computed on C (CONT, which only C and X accept) gets an in-place node
 /// that C rejects. The chain (the CONT and everything in its memory) moves
 /// to the first backend after C that accepts all of it: X, not A, which
