@@ -7,6 +7,7 @@ estimates.json: medians) and the helper outputs in target/bench/
 markdown tables and writes them to target/bench/results.md. With --update,
 also replaces the part of BENCHMARKS.md between the markers
 `<!-- bench:results:begin -->` and `<!-- bench:results:end -->`.
+scripts/bench runs it at its end.
 """
 import argparse
 import glob
@@ -165,7 +166,7 @@ SHARE_FAMILIES = [("steady", "callgrind.json", "same graph again", 0.15), ("vary
 
 
 def share_table(lines, targets, cgs):
-    """Issue 20's scheduler share: sched_graph_compute's inclusive instructions minus the backends' graph_compute."""
+    """The scheduler share: sched_graph_compute's inclusive instructions minus the backends' graph_compute."""
     rows = []
     for family, _, what, target in SHARE_FAMILIES:
         for c in (cgs.get(family) or {}).get("rows", []):
@@ -409,7 +410,7 @@ def targets_table(lines, t):
         lines.append(f"| … cost linear in nodes: instructions per node, ours | flat | {first[1]:.0f} at {first[0]} → {last[1]:.0f} at {last[0]} | "
                      f"{ok(abs(last[1] / first[1] - 1) <= 0.25)} |")
     for family, what, n, splits, target, v in t.get("share", []):
-        row(f"scheduler share (issue 20), {family} ({what}), 2 backends, {n} nodes, {splits} splits: instructions ours/original",
+        row(f"scheduler share, {family} ({what}), 2 backends, {n} nodes, {splits} splits: instructions ours/original",
             f"≤ {target}", v, lambda v, target=target: v <= target)
     row("sched_new + init_measure + free, 2048 nodes: time ours/original", "≤ 0.5", t.get("life_time"), lambda v: v <= 0.5)
     if t.get("life_paired") is not None:
@@ -433,7 +434,8 @@ def targets_table(lines, t):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="scripts/bench_report.py", usage="%(prog)s [--update]", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--update", action="store_true", help="rewrite the results section of BENCHMARKS.md")
     a = ap.parse_args()
     mem = load_lines(os.path.join(OUT, "sched_mem.json"))
@@ -457,7 +459,7 @@ def main():
     vary_table(L, t, cgv)
     L.append("")
     if any(cgs.values()):
-        L.append("### 1c. Scheduler share (issue 20): steady, vary and the few-splits family (6144 nodes, 8 splits, 2 backends)")
+        L.append("### 1c. Scheduler share: steady, vary and the few-splits family (6144 nodes, 8 splits, 2 backends)")
         L.append("")
         share_table(L, t, cgs)
         L.append("")

@@ -1,6 +1,8 @@
 """Mach-O objects and archives, as scripts/xcframework needs them, in plain
 Python (no Apple tool: Mach-O has no `ld -r` here, and llvm-objcopy refuses
-to localize symbols in Mach-O).
+to localize symbols in Mach-O). A module that scripts/xcframework imports;
+run on its own (`python3 scripts/macho.py`), it lists an archive's members
+or an object's sections.
 
 - `read_archive` / the members of an `ar` archive (GNU or BSD names);
 - `localize`: a 64-bit MH_OBJECT whose only external definitions are the
@@ -13,6 +15,7 @@ to localize symbols in Mach-O).
 - `sections` / `section_bytes`: a section's contents, for the layout probe.
 """
 import struct
+import sys
 
 MH_MAGIC_64 = 0xFEEDFACF
 MH_OBJECT = 0x1
@@ -205,3 +208,51 @@ def localize(data, keep, drop=()):
     dy[0:6] = [0, len(locals_) + len(newly), len(locals_) + len(newly), len(extdefs), len(locals_) + len(newly) + len(extdefs), len(undefs)]
     struct.pack_into("<18I", out, dysymtab + 8, *dy)
     return bytes(out), sorted(names[i] for i in newly), sorted(names[i] for i in dropped)
+
+
+USAGE = """usage: python3 scripts/macho.py members ARCHIVE.a
+       python3 scripts/macho.py sections FILE   (a 64-bit Mach-O object, or an archive of them)"""
+
+
+def main(argv):
+    """The command line: what an archive holds, or an object's sections."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"""{USAGE}
+
+{__doc__.strip()}
+
+Commands:
+  members      the archive's members and their sizes in bytes
+  sections     every section of each object: segment,section, file offset,
+               size and relocation count
+  -h, --help   this text
+Exit status: 0 done, 1 a file that is not what it should be, 2 a bad
+command line.""")
+        return 0
+    if len(argv) != 2 or argv[0] not in ("members", "sections"):
+        bad = next((a for a in argv if a.startswith("-")), None)
+        print(f"macho.py: {f'unknown option {bad!r}' if bad else 'a command and one file are required'}", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
+        return 2
+    cmd, path = argv
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if cmd == "members":
+            for name, body in read_archive(data):
+                print(f"{len(body):10}  {name}")
+            return 0
+        objects = read_archive(data) if data.startswith(b"!<arch>\n") else [(path, data)]
+        for name, body in objects:
+            found = sections(body)
+            print(f"{name}:")
+            for seg, sect, offset, size, _reloff, nreloc in found:
+                print(f"  {seg},{sect}  offset {offset}  size {size}  relocations {nreloc}")
+        return 0
+    except (OSError, MachOError, struct.error, ValueError) as e:
+        print(f"macho.py: {path}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

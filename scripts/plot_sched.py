@@ -5,20 +5,19 @@ Left: median time of one `sched_graph_compute` (criterion, benchmark 1) for 2
 and 3 backends, and for the "vary" family (a new graph every compute), log-log.
 Right: instructions per node (callgrind, scripts/callgrind), whole call and own
 share, same graph and vary family; a flat line is linear cost.
-Writes benches/sched_overhead.png (or the path given). Needs matplotlib
-(scripts/bench installs it into target/bench/venv).
+Reads target/criterion/ and target/bench/callgrind*.json (scripts/bench
+writes them) and writes benches/sched_overhead.png, or OUT.png when given.
+Needs matplotlib: `python3 -m pip install --user matplotlib` (scripts/bench
+installs it into target/bench/venv when it is missing).
 
-Usage: scripts/plot_sched.py [OUT.png]
+Exit status: 0 written, 1 no results to plot, 2 a bad command line or no
+matplotlib.
 """
+import argparse
 import glob
 import json
 import os
 import sys
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CRIT = os.path.join(ROOT, "target", "criterion")
@@ -34,7 +33,21 @@ def series(group, impl):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benches", "sched_overhead.png")
+    ap = argparse.ArgumentParser(prog="scripts/plot_sched.py", usage="%(prog)s [OUT.png]", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", nargs="?", metavar="OUT.png", default=os.path.join(ROOT, "benches", "sched_overhead.png"),
+                    help="the plot to write (default: benches/sched_overhead.png)")
+    out = ap.parse_args().out
+    try:
+        import matplotlib
+    except ImportError:
+        print("scripts/plot_sched.py: matplotlib is not installed; install it with\n"
+              "    python3 -m pip install --user matplotlib\n"
+              "(or run scripts/bench, which installs it into target/bench/venv)", file=sys.stderr)
+        sys.exit(2)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     style = {"ours": dict(color="tab:blue"), "ref": dict(color="tab:red")}
     label = {"ours": "ours (Rust)", "ref": "original ggml-backend.c"}

@@ -159,6 +159,9 @@ fn check_installed_files(root: &Path, listed: &str) {
     let globals = harness::global_symbols(&lib.join("libwsp_ggml_backend.a"));
     let foreign: Vec<&String> = globals.iter().filter(|s| !s.starts_with("wsp_ggml_")).collect();
     assert!(foreign.is_empty(), "the installed archive defines more than the API (cargo's raw archive?): {foreign:?}");
+    // and no debug sections (Rust's precompiled core carries DWARF)
+    let sections = run_ok(Command::new("readelf").args(["-S", "-W"]).arg(lib.join("libwsp_ggml_backend.a")), "readelf -S");
+    assert!(!sections.contains(".debug_"), "the installed archive has debug sections:\n{sections}");
     // the headers as committed
     for h in ["ggml-backend.h", "ggml-backend-impl.h", "ggml-backend-ext.h"] {
         let ours = std::fs::read(workspace_root().join("include").join(h)).unwrap();
