@@ -157,7 +157,9 @@ pub struct EntryScope<'a> {
 }
 
 /// Make `frame` this thread's running call, unless one is already.
-#[inline]
+/// (Out of line: every export calls it, and each inlined copy would cost
+/// the app's binary some 200 bytes.)
+#[inline(never)]
 pub fn enter(frame: &EntryFrame) -> EntryScope<'_> {
     let key = entry_key().filter(|_| current_frame().is_none()).filter(|&key| {
         // SAFETY: a key of ours; the value outlives its use (cleared by
@@ -172,10 +174,16 @@ impl Drop for EntryScope<'_> {
     #[inline]
     fn drop(&mut self) {
         if let Some(key) = self.key {
-            // SAFETY: a key of ours, set by `enter`; clearing cannot fail.
-            unsafe { libc::pthread_setspecific(key, core::ptr::null()) };
+            leave(key);
         }
     }
+}
+
+/// The running call returns: no call of this thread is running.
+#[inline(never)]
+fn leave(key: libc::pthread_key_t) {
+    // SAFETY: a key of ours, set by `enter`; clearing cannot fail.
+    unsafe { libc::pthread_setspecific(key, core::ptr::null()) };
 }
 
 /// Allocation failed: `bytes` could not be allocated.
@@ -242,7 +250,8 @@ pub fn failed_allocation(message: &[u8]) -> Option<usize> {
     if digits == 0 || !rest[digits..].starts_with(TAIL) {
         return None;
     }
-    core::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+    // (by hand: str::parse would bring UTF-8 validation into every app)
+    rest[..digits].iter().try_fold(0usize, |n, &d| n.checked_mul(10)?.checked_add(usize::from(d - b'0')))
 }
 
 /// `eprintln!` for this crate: formats, then writes the line through libc.
