@@ -6,7 +6,7 @@ use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void};
 use core::ptr::{self, NonNull};
 
-use crate::fatal::{check, fatal, guard};
+use crate::fatal::{check, fatal, guard_callback};
 use crate::ggml::{self, wsp_ggml_cgraph, wsp_ggml_cplan, wsp_ggml_tensor, GraphRef, TensorRef};
 use crate::handle::{
     buffer_init, cpu_buffer_iface, fn_addr, tensor_get, tensor_set, wsp_ggml_backend, wsp_ggml_backend_buffer_t,
@@ -195,7 +195,7 @@ unsafe extern "C" fn cpu_get_name(_backend: wsp_ggml_backend_t) -> *const c_char
 /// `CPU_BACKEND_I` only), not computing, and not used after this call.
 unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
     let func = "wsp_ggml_backend_free";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the backend this callback was called on: live for the call.
         let handle = unsafe { BackendRef::from_c(backend, func, "backend") };
         // not while computing (cpu_context aborts then)
@@ -212,7 +212,7 @@ unsafe extern "C" fn cpu_free(backend: wsp_ggml_backend_t) {
 /// # Safety
 /// `backend` is a live CPU backend that outlives the buffer.
 unsafe extern "C" fn cpu_alloc_buffer(backend: wsp_ggml_backend_t, size: usize) -> wsp_ggml_backend_buffer_t {
-    guard("wsp_ggml_backend_alloc_buffer", || {
+    guard_callback("wsp_ggml_backend_alloc_buffer", || {
         // Report (and own) `size + TENSOR_ALIGNMENT` bytes as the original does,
         // so sizes seen through the API are unchanged; the base is now aligned.
         let func = "wsp_ggml_backend_alloc_buffer";
@@ -252,7 +252,7 @@ unsafe extern "C" fn cpu_set_tensor_async(
     size: usize,
 ) {
     let func = "wsp_ggml_backend_tensor_set";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the caller's tensor: live for the call (C contract).
         let t = unsafe { TensorRef::from_c(tensor, func, "tensor") };
         if size == 0 {
@@ -276,7 +276,7 @@ unsafe extern "C" fn cpu_get_tensor_async(
     size: usize,
 ) {
     let func = "wsp_ggml_backend_tensor_get";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the caller's tensor: live for the call (C contract).
         let t = unsafe { TensorRef::from_c(tensor, func, "tensor") };
         if size == 0 {
@@ -297,7 +297,7 @@ unsafe extern "C" fn cpu_synchronize(_backend: wsp_ggml_backend_t) {}
 /// memory (a CPU buffer) holding `nbytes(src)` bytes.
 unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the caller's tensors: live for the call (C contract).
         let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
         // SAFETY: `dst` is host memory holding `nbytes(src)` bytes (# Safety above).
@@ -310,7 +310,7 @@ unsafe extern "C" fn cpu_cpy_tensor_from(_backend: wsp_ggml_backend_t, src: *mut
 /// memory (a CPU buffer) holding `nbytes(src)` bytes.
 unsafe extern "C" fn cpu_cpy_tensor_to(_backend: wsp_ggml_backend_t, src: *mut wsp_ggml_tensor, dst: *mut wsp_ggml_tensor) {
     let func = "wsp_ggml_backend_tensor_copy";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the caller's tensors: live for the call (C contract).
         let (src, dst) = unsafe { (TensorRef::from_c(src, func, "tensor"), TensorRef::from_c(dst, func, "tensor")) };
         // SAFETY: `src` is host memory holding `nbytes(src)` bytes (# Safety above).
@@ -331,7 +331,7 @@ fn plan_for(ctx: &CpuContext, graph: GraphRef) -> wsp_ggml_cplan {
 /// tensors are allocated in host memory.
 unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) -> wsp_ggml_backend_graph_plan_t {
     let func = "wsp_ggml_backend_graph_plan_create";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the backend this callback was called on: live for the call.
         let backend = unsafe { BackendRef::from_c(backend, func, "backend") };
         let ctx = cpu_context(&backend, func);
@@ -358,7 +358,7 @@ unsafe extern "C" fn cpu_graph_plan_create(backend: wsp_ggml_backend_t, cgraph: 
 /// # Safety
 /// `plan` is NULL or a plan made by `cpu_graph_plan_create`, freed once.
 unsafe extern "C" fn cpu_graph_plan_free(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
-    guard("wsp_ggml_backend_graph_plan_free", || {
+    guard_callback("wsp_ggml_backend_graph_plan_free", || {
         if let Some(p) = NonNull::new(plan.cast::<CpuPlan>()) {
             // SAFETY: CPU plans are Boxes made by cpu_graph_plan_create; freed once.
             drop(unsafe { Box::from_raw(p.as_ptr()) });
@@ -371,7 +371,7 @@ unsafe extern "C" fn cpu_graph_plan_free(_backend: wsp_ggml_backend_t, plan: wsp
 /// tensors are still allocated in host memory; used by one caller at a time.
 unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: wsp_ggml_backend_graph_plan_t) {
     let func = "wsp_ggml_backend_graph_plan_compute";
-    guard(func, || {
+    guard_callback(func, || {
         let plan = NonNull::new(plan.cast::<CpuPlan>()).unwrap_or_else(|| fatal(func, "argument 'plan' is NULL"));
         // SAFETY: a plan made by cpu_graph_plan_create, used by one caller at a time.
         let plan = unsafe { &mut *plan.as_ptr() };
@@ -385,7 +385,7 @@ unsafe extern "C" fn cpu_graph_plan_compute(_backend: wsp_ggml_backend_t, plan: 
 /// tensors are allocated in host memory.
 unsafe extern "C" fn cpu_graph_compute(backend: wsp_ggml_backend_t, cgraph: *mut wsp_ggml_cgraph) {
     let func = "wsp_ggml_backend_graph_compute";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the backend this callback was called on and the caller's
         // graph: live for the call (C contract).
         let (backend, graph) = unsafe { (BackendRef::from_c(backend, func, "backend"), GraphRef::from_c(cgraph, func, "cgraph")) };

@@ -78,8 +78,20 @@ compile_error!(
 pub fn guard<R>(func: &'static str, f: impl FnOnce() -> R) -> R {
     let frame = platform::EntryFrame::new(func);
     let _running = platform::enter(&frame);
+    guard_callback(func, f)
+}
+
+/// [`guard`] for a callback of the CPU backend's interface (a slot of
+/// `struct wsp_ggml_backend_i` or of a buffer's), which does not make
+/// itself the running call: called from an export, that export stays the
+/// one an out-of-memory message names; called by C directly, `func` is
+/// named (what `enter` would give, without its cost on every callback the
+/// scheduler makes).
+#[inline]
+pub fn guard_callback<R>(func: &'static str, f: impl FnOnce() -> R) -> R {
     #[cfg(panic = "abort")]
     {
+        let _ = func; // (the panic handler names the place)
         f()
     }
     #[cfg(panic = "unwind")]

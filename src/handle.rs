@@ -13,7 +13,7 @@ use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
 
-use crate::fatal::{check, fatal, guard};
+use crate::fatal::{check, fatal, guard_callback};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 pub use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t};
 pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t};
@@ -527,7 +527,7 @@ pub fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
 unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
     let func = "wsp_ggml_backend_buffer_get_base";
     // SAFETY: the buffer this callback was called on: live for the call.
-    guard(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
+    guard_callback(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
 }
 
 /// # Safety
@@ -535,7 +535,7 @@ unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *
 /// `posix_memalign` allocation `cpu_alloc_buffer` made), freed once.
 unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
     let func = "wsp_ggml_backend_buffer_free";
-    guard(func, || {
+    guard_callback(func, || {
         // SAFETY: the buffer this callback was called on: live for the call.
         let data = unsafe { BufferRef::from_c(buffer, func, "buffer") }.context();
         // SAFETY: CPU_BUFFER_I buffers own a posix_memalign allocation (cpu_alloc_buffer).
