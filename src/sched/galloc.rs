@@ -11,8 +11,9 @@
 //!   [`Galloc::apply`] then sets the tensors' fields and calls the buffers'
 //!   `init_tensor`/`free_tensor` in the order ggml-alloc calls them. A
 //!   measure is a plan alone.
-//! - **apply again.** A plan is kept while everything it read is as it was
-//!   (see [`Galloc::still_holds`]).
+//! - **apply again.** A plan is kept while everything it read is as it was:
+//!   what it loaded and asked is the placement's chapter of the one log
+//!   (record.rs), asked again by [`Galloc::still_holds`] and decided there.
 //!
 //! Where ggml-alloc would dereference NULL or assert (a tensor to allocate
 //! with no backend, a view of memory that does not exist) the compute stops
@@ -26,7 +27,7 @@ use core::ffi::c_void;
 use super::ids::{BackendIdx, Slot, SlotId};
 use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
 use super::plan::Refusal;
-use super::record::{PlaceAnswers, Record};
+use super::record::{PlaceAnswers, Record, TensorNow};
 use super::table::Table;
 use crate::fatal::fatal;
 use crate::ggml::TensorRef;
@@ -95,42 +96,6 @@ pub(super) enum Ends {
 /// A plan that does not fit: the backend whose buffer is too small.
 pub(super) struct TooSmall(pub BackendIdx);
 
-/// What a kept plan read, to know whether it still holds: the arenas, and
-/// per table slot the data, buffer (an index into `buffers`: a graph's
-/// tensors live in a few), view source and op it loaded (the questions it
-/// asked are in the log).
-#[derive(Default)]
-struct Kept {
-    /// The table's generation the plan was made in; None while no plan
-    /// holds (the vectors stay, for the next one).
-    generation: Option<u64>,
-    arenas: Vec<ArenaSpec>,
-    data: Vec<usize>,
-    buffer: Vec<u8>,
-    vsrc: Vec<Option<SlotId>>,
-    op: Vec<u8>,
-    /// Buffers' addresses.
-    buffers: Vec<usize>,
-}
-
-impl Kept {
-    /// Room to record the plan of a table of `n` tensors (what it held is
-    /// forgotten: no plan holds).
-    fn reserve(&mut self, n: usize) {
-        self.data.clear();
-        self.buffer.clear();
-        self.vsrc.clear();
-        self.op.clear();
-        self.buffers.clear();
-        self.data.reserve_exact(n);
-        self.buffer.reserve_exact(n);
-        self.vsrc.reserve_exact(n);
-        self.op.reserve_exact(n);
-        // (tensors live in a few buffers: weights, inputs, compute buffers)
-        self.buffers.reserve(16);
-    }
-}
-
 /// The allocation's working state, kept between computes for its memory.
 #[derive(Default)]
 pub(super) struct Galloc {
@@ -142,7 +107,6 @@ pub(super) struct Galloc {
     /// was made).
     extras: Vec<TensorRef>,
     extra: PtrMap,
-    kept: Option<Kept>,
 }
 
 impl Galloc {
@@ -176,13 +140,10 @@ impl Galloc {
             Ends::Real { keep } => (true, keep),
             Ends::Endless => (false, false),
         };
-        if let Some(k) = &mut self.kept {
-            k.generation = None;
-        }
         log.clear_placement();
         self.load(table);
-        // (what it loaded, recorded before the plan changes it)
-        let keep = keep && bounded && self.extras.is_empty() && self.record_loaded(table);
+        // (what it loaded, logged before the plan changes it)
+        let keep = keep && bounded && self.extras.is_empty() && log.place_loaded(self.loaded(table));
         let mut probe = CPlaceProbe { table, extras: &self.extras, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
         let planned = self.placement.plan(order, arenas.specs, bounded, &mut probe);
         let asked = probe.asked;
@@ -194,81 +155,42 @@ impl Galloc {
                 fatal(func, &why)
             }
         };
-        let k = self.kept.get_or_insert_with(Kept::default);
-        k.arenas.truncate(arenas.specs.len());
-        let n = k.arenas.len();
-        k.arenas.iter_mut().zip(arenas.specs).for_each(|(mine, spec)| mine.clone_from(spec));
-        k.arenas.extend_from_slice(&arenas.specs[n..]);
         if keep && clean {
-            k.generation = Some(table.generation());
+            log.place_done(arenas.specs, Some(table.generation()));
         } else {
             log.clear_placement();
             // Room for keeping such a plan later (the same split computed
             // again): the vectors it fills then are already this large, so
             // a compute of a graph no larger allocates nothing.
-            log.reserve_placement(asked);
-            k.reserve(table.len());
+            log.reserve_placement(asked, table.len());
+            log.place_done(arenas.specs, None);
         }
         Ok(())
     }
 
-    /// Record what the plan about to be made loaded of every tensor of the
-    /// table (in `kept`, with no generation yet: it holds only once the
-    /// plan is made); false if its tensors live in too many buffers to
-    /// record.
-    fn record_loaded(&mut self, table: &Table) -> bool {
-        let k = self.kept.get_or_insert_with(Kept::default);
-        k.data.clear();
-        k.buffer.clear();
-        k.vsrc.clear();
-        k.op.clear();
-        k.buffers.clear();
-        // (the last buffer seen and its index: most tensors are in the same as the one before)
-        let mut last: Option<(usize, u8)> = None;
-        for (l, _) in self.placement.tensors().iter().map(Tracked::loaded).zip(table.keys()).filter(|(_, k)| k.is_some()) {
-            let b = match last {
-                Some((buffer, b)) if buffer == l.buffer => b,
-                _ => {
-                    let i = k.buffers.iter().position(|&b| b == l.buffer).unwrap_or_else(|| {
-                        k.buffers.push(l.buffer);
-                        k.buffers.len() - 1
-                    });
-                    let Ok(b) = u8::try_from(i) else {
-                        return false;
-                    };
-                    last = Some((l.buffer, b));
-                    b
-                }
-            };
-            let Ok(op) = u8::try_from(l.op) else {
-                return false;
-            };
-            k.data.push(l.data);
-            k.buffer.push(b);
-            k.vsrc.push(l.vsrc.map(SlotId::from));
-            k.op.push(op);
-        }
-        true
+    /// What the plan about to be made loaded of every tensor of the table,
+    /// in the table's order: (data, buffer, view source, op).
+    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl Iterator<Item = (usize, usize, Option<SlotId>, i32)> + 'a {
+        self.placement
+            .tensors()
+            .iter()
+            .map(Tracked::loaded)
+            .zip(table.keys())
+            .filter(|(_, k)| k.is_some())
+            .map(|(l, _)| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
     }
 
     /// Whether the last plan, made for the same split in the same table,
-    /// holds again for `arenas`: they are as they were, every tensor has the
-    /// data, buffer, view source and in-place op the plan loaded (all that
-    /// `load` reads), and every question it asked (`log`'s placement
-    /// chapter) gets the same answer. Then [`Galloc::apply`] places the
-    /// split as a new plan would (the plan is a function of exactly these).
+    /// holds again for `arenas`: `log`'s placement chapter decides
+    /// ([`Record::placement_holds`]), given the tensors as they are now and
+    /// C's answers now. Then [`Galloc::apply`] places the split as a new
+    /// plan would (the plan is a function of exactly what the chapter holds).
     pub fn still_holds<B: ComputeBuffers + ?Sized>(&self, table: &Table, arenas: &Arenas<B>, log: &Record) -> bool {
-        let Some(k) = &self.kept else { return false };
-        if k.generation != Some(table.generation()) || k.arenas != arenas.specs || k.data.len() != table.len() {
-            return false;
-        }
-        let vsrc_ptr = |v: Option<SlotId>| v.map_or(core::ptr::null_mut(), |v| table.key_ptr(v.slot()));
-        let loaded = k.data.iter().zip(&k.buffer).zip(&k.vsrc).zip(&k.op);
-        let same = table.tensors().flatten().zip(loaded).all(|(t, (((&data, &b), &v), &op))| {
+        let now = table.tensors().flatten().map(|t| {
             let g = t.get();
-            g.data as usize == data && g.buffer as usize == k.buffers[usize::from(b)] && g.view_src == vsrc_ptr(v) && g.op == i32::from(op)
+            TensorNow { data: g.data as usize, buffer: g.buffer as usize, view_src: g.view_src as usize, op: g.op }
         });
-        same && log.placement_holds(&mut Recheck { table, buffers: arenas.buffers })
+        log.placement_holds(table.generation(), arenas.specs, (table.len(), now), &mut Recheck { table, buffers: arenas.buffers })
     }
 
     /// Set the tensors' fields as planned and call the buffers' tensor
@@ -328,16 +250,16 @@ impl Galloc {
     /// Room to plan, and keep the plan, for a table of `slots` slots and
     /// `tensors` tensors without allocating (exactly: a compute would
     /// allocate as much).
-    pub fn reserve(&mut self, slots: usize, tensors: usize) {
+    pub fn reserve(&mut self, slots: usize, tensors: usize, log: &mut Record) {
         let placed = self.placement.tensors();
         placed.reserve_exact(slots.saturating_sub(placed.len()));
-        self.kept.get_or_insert_with(Kept::default).reserve(tensors);
+        log.reserve_placement([0; 3], tensors);
     }
 
     /// Forget everything, the kept plan too (the split it placed is
     /// gone), and give the memory back (`reset`, a measure).
-    pub fn release(&mut self) {
-        self.kept = None;
+    pub fn release(&mut self, log: &mut Record) {
+        log.clear_placement();
         self.placement.release();
         self.placement.steps = Vec::new();
         self.extras = Vec::new();
@@ -447,6 +369,11 @@ impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, B> {
     fn view_offs(&mut self, id: Slot) -> usize {
         self.table.tensor(id).get().view_offs
     }
+
+    #[inline(always)]
+    fn tensor_at(&mut self, slot: Slot) -> usize {
+        self.table.key_ptr(slot) as usize
+    }
 }
 
 /// The placement's questions, answered by C now; logged in `log`'s
@@ -480,6 +407,10 @@ impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, B> {
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
         self.tensor(id).get().view_offs
+    }
+
+    fn tensor_at(&mut self, slot: Slot) -> usize {
+        self.tensor(slot).as_ptr() as usize
     }
 }
 

@@ -181,7 +181,7 @@ impl Sched {
         // What the placement kept for its memory is sized anew from here
         // (the computes after a measure allocate nothing once they have
         // placed a graph as large).
-        self.galloc.release();
+        self.galloc.release(&mut self.st.reuse);
         // Measure with fresh measure allocators; keep the real ones aside.
         let real = self.phase == Phase::Ready;
         let kept: Vec<Option<Tallocr<'static>>> =
@@ -197,7 +197,7 @@ impl Sched {
         // placement's state over it, so that they allocate nothing.
         let next = self.st.sizing.first_attempt(graph.n_nodes() + graph.n_leafs());
         let (slots, tensors) = self.st.table.reserve_for(&next);
-        self.galloc.reserve(slots, tensors);
+        self.galloc.reserve(slots, tensors, &mut self.st.reuse);
         for ((r, measured), old) in self.backends.iter_mut().zip(sizes).zip(kept) {
             let Some(old) = old else {
                 // Exactly the measured size, as the original (programs print
@@ -236,8 +236,8 @@ impl Sched {
         self.finish();
         self.st.clear_split();
         self.st.table.release();
+        self.galloc.release(&mut self.st.reuse);
         self.st.reuse.release();
-        self.galloc.release();
         self.clear_stats();
     }
 

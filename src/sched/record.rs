@@ -2,17 +2,21 @@
 //! what it was given to read, with its answer, in two chapters: the
 //! passes' (each size compared and each `supports_op` answer, written by
 //! the [`Probe`](super::plan::Probe) of probe.rs), valid while the split
-//! is, and the placement's (each buffer size, layout and view offset it
-//! asked, written by the [`PlaceProbe`](super::plan::place::PlaceProbe) of
-//! galloc.rs), valid while its plan is kept. Also which tensors
-//! registration saw only as sources. This module never calls C. A reuse
-//! (reuse.rs, galloc.rs) asks every logged question again and needs the
-//! same answers. Each entry is checked on its own, so the order in which
-//! the planner asked does not matter.
+//! is, and the placement's, valid while its plan is kept: what it loaded
+//! of every tensor of the table and of the compute buffers, and each
+//! buffer size, layout and view offset it asked (written by galloc.rs and
+//! its [`PlaceProbe`](super::plan::place::PlaceProbe)). Also which tensors
+//! registration saw only as sources. This module never calls C: a reuse
+//! asks every logged question again through [`Answers`] (reuse.rs) and
+//! [`PlaceAnswers`] (galloc.rs), and the two checks here,
+//! [`Record::answers_hold`] and [`Record::placement_holds`], decide. Each
+//! entry is checked on its own, so the order in which the planner asked
+//! does not matter.
 
 use crate::prelude::*;
 
-use super::ids::{BackendIdx, Slot};
+use super::ids::{BackendIdx, Slot, SlotId};
+use super::plan::place::ArenaSpec;
 
 /// A `supports_op` question a plan asked and its answer, in eight bytes
 /// (a plan asks one or more per node): the tensor's slot, the backend and
@@ -73,12 +77,18 @@ pub struct Record {
     placement: PlaceLog,
 }
 
-/// The questions the placement asked C about the tensors (besides what it
-/// loaded of every tensor), with their answers: one list per kind of
-/// question, so that checking them again is a plain loop per kind (the
-/// order of asking does not matter).
+/// The placement's chapter: what its plan loaded and asked of C, with the
+/// answers; one list per kind of question, so that checking them again is
+/// a plain loop per kind (the order of asking does not matter).
 #[derive(Default)]
 struct PlaceLog {
+    /// The table's generation the kept plan was made in; None while no
+    /// plan is kept (the vectors stay, for the next one).
+    kept: Option<u64>,
+    /// The compute buffers as the plan saw them.
+    arenas: Vec<ArenaSpec>,
+    /// What it loaded of every tensor of the table, in the table's order.
+    loaded: LoadedLog,
     /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`: (id, b, bytes).
     sizes: Vec<(Slot, BackendIdx, usize)>,
     /// Whether two tensors have the same type, shape and strides (one per
@@ -88,12 +98,37 @@ struct PlaceLog {
     offs: Vec<(Slot, usize)>,
 }
 
-impl PlaceLog {
+/// Per tensor, the data, buffer (an index into `buffers`: a graph's
+/// tensors live in a few), view source and op the placement loaded (all
+/// it reads of a tensor; its plan is a function of exactly this, the
+/// arenas and the questions' answers).
+#[derive(Default)]
+struct LoadedLog {
+    data: Vec<usize>,
+    buffer: Vec<u8>,
+    vsrc: Vec<Option<SlotId>>,
+    op: Vec<u8>,
+    /// Buffers' addresses.
+    buffers: Vec<usize>,
+}
+
+impl LoadedLog {
     fn clear(&mut self) {
-        self.sizes.clear();
-        self.layouts.clear();
-        self.offs.clear();
+        self.data.clear();
+        self.buffer.clear();
+        self.vsrc.clear();
+        self.op.clear();
+        self.buffers.clear();
     }
+}
+
+/// A tensor as the placement would load it now (galloc.rs reads it of C).
+#[derive(Clone, Copy)]
+pub struct TensorNow {
+    pub data: usize,
+    pub buffer: usize,
+    pub view_src: usize,
+    pub op: i32,
 }
 
 /// Who answers the placement's logged questions again (galloc.rs: C, now).
@@ -101,6 +136,8 @@ pub trait PlaceAnswers {
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
     fn view_offs(&mut self, id: Slot) -> usize;
+    /// The address of the tensor registered in `slot` (a view source).
+    fn tensor_at(&mut self, slot: Slot) -> usize;
 }
 
 /// Who answers the logged questions again (probe.rs: C, now).
@@ -116,21 +153,81 @@ impl Record {
         self.unlisted.clear();
         self.supports.clear();
         self.sizes.clear();
-        self.placement.clear();
+        self.clear_placement();
     }
 
-    /// Before a new placement plan.
+    /// Before a new placement plan, or when its plan is gone: no plan is
+    /// kept.
     pub fn clear_placement(&mut self) {
-        self.placement.clear();
+        let log = &mut self.placement;
+        log.kept = None;
+        log.sizes.clear();
+        log.layouts.clear();
+        log.offs.clear();
     }
 
-    /// Room in the placement's chapter for `asked` questions: (sizes,
-    /// layouts, view offsets).
-    pub fn reserve_placement(&mut self, asked: [usize; 3]) {
+    /// Room in the placement's chapter for `asked` questions (sizes,
+    /// layouts, view offsets) and for what a plan loads of a table of
+    /// `tensors` tensors (exactly: a compute would allocate as much).
+    pub fn reserve_placement(&mut self, asked: [usize; 3], tensors: usize) {
         let log = &mut self.placement;
         log.sizes.reserve(asked[0]);
         log.layouts.reserve(asked[1]);
         log.offs.reserve(asked[2]);
+        let l = &mut log.loaded;
+        l.clear();
+        l.data.reserve_exact(tensors);
+        l.buffer.reserve_exact(tensors);
+        l.vsrc.reserve_exact(tensors);
+        l.op.reserve_exact(tensors);
+        // (tensors live in a few buffers: weights, inputs, compute buffers)
+        l.buffers.reserve(16);
+    }
+
+    /// Log what the plan about to be made loads of every tensor of the
+    /// table: (data, buffer, view source, op) in the table's order. False
+    /// if they live in too many buffers, or an op is too large, to log.
+    pub fn place_loaded(&mut self, tensors: impl Iterator<Item = (usize, usize, Option<SlotId>, i32)>) -> bool {
+        let l = &mut self.placement.loaded;
+        l.clear();
+        // (the last buffer seen and its index: most tensors are in the same as the one before)
+        let mut last: Option<(usize, u8)> = None;
+        for (data, buffer, vsrc, op) in tensors {
+            let b = match last {
+                Some((seen, b)) if seen == buffer => b,
+                _ => {
+                    let i = l.buffers.iter().position(|&b| b == buffer).unwrap_or_else(|| {
+                        l.buffers.push(buffer);
+                        l.buffers.len() - 1
+                    });
+                    let Ok(b) = u8::try_from(i) else {
+                        return false;
+                    };
+                    last = Some((buffer, b));
+                    b
+                }
+            };
+            let Ok(op) = u8::try_from(op) else {
+                return false;
+            };
+            l.data.push(data);
+            l.buffer.push(b);
+            l.vsrc.push(vsrc);
+            l.op.push(op);
+        }
+        true
+    }
+
+    /// The plan is made over `arenas`: kept, for the table's `generation`,
+    /// or not (`None`: its chapter then holds nothing).
+    pub fn place_done(&mut self, arenas: &[ArenaSpec], generation: Option<u64>) {
+        let log = &mut self.placement;
+        // (element by element: the specs' vectors keep their memory)
+        log.arenas.truncate(arenas.len());
+        let n = log.arenas.len();
+        log.arenas.iter_mut().zip(arenas).for_each(|(mine, spec)| mine.clone_from(spec));
+        log.arenas.extend_from_slice(&arenas[n..]);
+        log.kept = generation;
     }
 
     /// The placement asked backend `b`'s buffer for the size of `id`.
@@ -151,11 +248,30 @@ impl Record {
         self.placement.offs.push((id, offs));
     }
 
-    /// Whether every question of the placement's chapter gets the same
-    /// answer from `now`.
-    pub fn placement_holds(&self, now: &mut impl PlaceAnswers) -> bool {
+    /// Whether the kept plan holds again: made in the table's
+    /// `generation`, for the compute buffers as they are (`arenas`), every
+    /// tensor of the table (how many, and each in its order) as it loaded it, and
+    /// every question of the chapter answered the same by `now`.
+    pub fn placement_holds(
+        &self,
+        generation: u64,
+        arenas: &[ArenaSpec],
+        (n_tensors, tensors): (usize, impl Iterator<Item = TensorNow>),
+        now: &mut impl PlaceAnswers,
+    ) -> bool {
         let log = &self.placement;
-        log.layouts.iter().all(|&(a, b, yes)| now.same_layout(a, b) == yes)
+        let l = &log.loaded;
+        if log.kept != Some(generation) || log.arenas != arenas || l.data.len() != n_tensors {
+            return false;
+        }
+        let as_loaded = l.data.iter().zip(&l.buffer).zip(&l.vsrc).zip(&l.op);
+        let same = tensors.zip(as_loaded).all(|(t, (((&data, &b), &v), &op))| {
+            t.data == data
+                && t.buffer == l.buffers[usize::from(b)]
+                && t.view_src == v.map_or(0, |v| now.tensor_at(v.slot()))
+                && t.op == i32::from(op)
+        });
+        same && log.layouts.iter().all(|&(a, b, yes)| now.same_layout(a, b) == yes)
             && log.sizes.iter().all(|&(id, b, bytes)| now.alloc_size(b, id) == bytes)
             && log.offs.iter().all(|&(id, offs)| now.view_offs(id) == offs)
     }
