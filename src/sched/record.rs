@@ -136,8 +136,11 @@ pub trait PlaceAnswers {
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
     fn view_offs(&mut self, id: Slot) -> usize;
+    /// Call `f` with every tensor of the table as it is now, in the
+    /// table's order, while it returns true; whether it always did.
+    fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool;
     /// The address of the tensor registered in `slot` (a view source).
-    fn tensor_at(&mut self, slot: Slot) -> usize;
+    fn tensor_at(&self, slot: Slot) -> usize;
 }
 
 /// Who answers the logged questions again (probe.rs: C, now).
@@ -252,28 +255,44 @@ impl Record {
     /// `generation`, for the compute buffers as they are (`arenas`), every
     /// tensor of the table (how many, and each in its order) as it loaded it, and
     /// every question of the chapter answered the same by `now`.
-    pub fn placement_holds(
-        &self,
-        generation: u64,
-        arenas: &[ArenaSpec],
-        (n_tensors, tensors): (usize, impl Iterator<Item = TensorNow>),
-        now: &mut impl PlaceAnswers,
-    ) -> bool {
+    #[inline(never)]
+    pub fn placement_holds(&self, generation: u64, arenas: &[ArenaSpec], n_tensors: usize, now: &mut impl PlaceAnswers) -> bool {
         let log = &self.placement;
         let l = &log.loaded;
         if log.kept != Some(generation) || log.arenas != arenas || l.data.len() != n_tensors {
             return false;
         }
-        let as_loaded = l.data.iter().zip(&l.buffer).zip(&l.vsrc).zip(&l.op);
-        let same = tensors.zip(as_loaded).all(|(t, (((&data, &b), &v), &op))| {
-            t.data == data
-                && t.buffer == l.buffers[usize::from(b)]
-                && t.view_src == v.map_or(0, |v| now.tensor_at(v.slot()))
-                && t.op == i32::from(op)
+        let mut i = 0;
+        let same = now.each_tensor(|t: TensorNow, now| {
+            // (indexed: the caller walks the table, the hot path of a
+            // graph computed again and again)
+            let same = i < n_tensors
+                && t.data == l.data[i]
+                && t.buffer == l.buffers[usize::from(l.buffer[i])]
+                && t.view_src == l.vsrc[i].map_or(0, |v| now.tensor_at(v.slot()))
+                && t.op == i32::from(l.op[i]);
+            i += 1;
+            same
         });
-        same && log.layouts.iter().all(|&(a, b, yes)| now.same_layout(a, b) == yes)
-            && log.sizes.iter().all(|&(id, b, bytes)| now.alloc_size(b, id) == bytes)
-            && log.offs.iter().all(|&(id, offs)| now.view_offs(id) == offs)
+        if !same {
+            return false;
+        }
+        for &(a, b, yes) in &log.layouts {
+            if now.same_layout(a, b) != yes {
+                return false;
+            }
+        }
+        for &(id, b, bytes) in &log.sizes {
+            if now.alloc_size(b, id) != bytes {
+                return false;
+            }
+        }
+        for &(id, offs) in &log.offs {
+            if now.view_offs(id) != offs {
+                return false;
+            }
+        }
+        true
     }
 
     /// Forget the split and give the memory back.
@@ -295,11 +314,18 @@ impl Record {
 
     /// Whether every logged question gets the same answer from `now`.
     pub fn answers_hold(&self, now: &mut impl Answers) -> bool {
-        self.sizes.iter().all(|&(slot, bytes)| now.nbytes(slot) == bytes)
-            && self.supports.iter().all(|q| {
-                let (b, slot, yes) = q.parts();
-                now.supports(b, slot) == yes
-            })
+        for &(slot, bytes) in &self.sizes {
+            if now.nbytes(slot) != bytes {
+                return false;
+            }
+        }
+        for q in &self.supports {
+            let (b, slot, yes) = q.parts();
+            if now.supports(b, slot) != yes {
+                return false;
+            }
+        }
+        true
     }
 
     /// Whether the plan compared sizes (tests).
