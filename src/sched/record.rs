@@ -252,9 +252,10 @@ impl Record {
     }
 
     /// Whether the kept plan holds again: made in the table's
-    /// `generation`, for the compute buffers as they are (`arenas`), every
-    /// tensor of the table (how many, and each in its order) as it loaded it, and
-    /// every question of the chapter answered the same by `now`.
+    /// `generation`, for the compute buffers as they are (`arenas`), the
+    /// table's `n_tensors` tensors each as it loaded them (`now` walks
+    /// them, [`PlaceAnswers::each_tensor`]), and every question of the
+    /// chapter answered the same by `now`.
     #[inline(never)]
     pub fn placement_holds(&self, generation: u64, arenas: &[ArenaSpec], n_tensors: usize, now: &mut impl PlaceAnswers) -> bool {
         let log = &self.placement;
