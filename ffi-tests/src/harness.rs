@@ -82,7 +82,8 @@ pub fn staticlib() -> PathBuf {
             let raw = raw_staticlib();
             let out = out_dir().join("dist").join("libwsp_ggml_backend.a");
             let o = Command::new(crate::headers::workspace_root().join("scripts/staticlib"))
-                .args(["--target", env!("FFI_TARGET"), "--from"])
+                // (debug sections kept: sanitizer and valgrind reports name lines)
+                .args(["--keep-debug", "--target", env!("FFI_TARGET"), "--from"])
                 .arg(&raw)
                 .arg("--out")
                 .arg(&out)
