@@ -102,6 +102,16 @@ static struct wsp_ggml_cgraph * build(struct wsp_ggml_context * ctx, const struc
     return g;
 }
 
+// The heap allocations one compute of `g` makes.
+static long counted_compute(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph * g, int step) {
+    g_allocs = 0;
+    g_step = step;
+    g_counting = 1;
+    wsp_ggml_backend_sched_graph_compute(sched, g);
+    g_counting = 0;
+    return g_allocs;
+}
+
 int main(void) {
     // (stdout's buffer is ours, not one stdio allocates in a compute)
     static char out_buf[1 << 16];
@@ -143,13 +153,9 @@ int main(void) {
     for (int k = 0; k < n_steps; k++) {
         struct wsp_ggml_context * ctx = su_graph_ctx(64 * MAXL, WSP_GGML_DEFAULT_GRAPH_SIZE);
         struct wsp_ggml_cgraph * g = build(ctx, &m, steps[k][0], steps[k][1], &out);
-        g_allocs = 0;
-        g_step = k;
-        g_counting = 1;
-        wsp_ggml_backend_sched_graph_compute(sched, g);
-        g_counting = 0;
+        long n = counted_compute(sched, g, k);
         const char * what = k == 0 ? "first" : k == 1 || k == 6 ? "same" : "new-no-larger";
-        printf("allocs c%d %s %ld\n", k, what, g_allocs);
+        printf("allocs c%d %s %ld\n", k, what, n);
         print_tensor("out", out, 4);
         wsp_ggml_free(ctx);
     }
@@ -159,12 +165,7 @@ int main(void) {
     for (int k = 0; k < (int)(sizeof(fixed) / sizeof(fixed[0])); k++) {
         struct wsp_ggml_context * ctx = su_fixed_ctx();
         struct wsp_ggml_cgraph * g = build(ctx, &m, fixed[k][0], fixed[k][1], &out);
-        g_allocs = 0;
-        g_step = n_steps + k;
-        g_counting = 1;
-        wsp_ggml_backend_sched_graph_compute(sched, g);
-        g_counting = 0;
-        printf("allocs c%d fixed-block %ld\n", n_steps + k, g_allocs);
+        printf("allocs c%d fixed-block %ld\n", n_steps + k, counted_compute(sched, g, n_steps + k));
         print_tensor("out", out, 4);
         wsp_ggml_free(ctx);
     }
@@ -204,12 +205,9 @@ int main(void) {
             if (k < 0) {
                 wsp_ggml_backend_sched_init_measure(s2, g);
             } else {
-                g_allocs = 0;
-                g_counting = 1;
-                wsp_ggml_backend_sched_graph_compute(s2, g);
-                g_counting = 0;
+                long n = counted_compute(s2, g, k);
                 const char * what = k == 0 ? "first" : k == 1 || k == 2 ? "same" : "new-no-larger";
-                printf("~le allocs get-set c%d %s %ld\n", k, what, g_allocs);
+                printf("~le allocs get-set c%d %s %ld\n", k, what, n);
                 print_tensor("out", y, 4);
             }
             wsp_ggml_free(ctx);
