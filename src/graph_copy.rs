@@ -77,7 +77,7 @@ impl GraphCopy {
         wsp_ggml_backend_graph_copy { buffer, ctx_allocated, ctx_unallocated, graph: this.graph }
     }
     /// The copied graph; its tensors live as long as this copy.
-    pub fn graph(&self) -> GraphRef {
+    pub fn graph(&self) -> GraphRef<'_> {
         // SAFETY: a graph of our context, live while we are.
         unsafe { GraphRef::new(self.graph) }.expect("graph_copy makes a graph")
     }
@@ -87,14 +87,14 @@ impl GraphCopy {
     }
 }
 
-struct Copier {
+struct Copier<'a> {
     ids: PtrMap,
-    copies: Vec<TensorRef>,
+    copies: Vec<TensorRef<'a>>,
     initialised: Vec<bool>,
     ctx_allocated: *mut wsp_ggml_context,
     ctx_unallocated: *mut wsp_ggml_context,
     /// Tensors to allocate in the new buffer, in creation order.
-    to_alloc: Vec<TensorRef>,
+    to_alloc: Vec<TensorRef<'a>>,
 }
 
 /// Every tensor reachable from the graph's nodes (sources and view sources).
@@ -122,8 +122,8 @@ fn new_context(n_tensors: usize, graph_size: usize, func: &str) -> *mut wsp_ggml
     ctx
 }
 
-impl Copier {
-    fn dup(&mut self, src: TensorRef) -> TensorRef {
+impl<'a> Copier<'a> {
+    fn dup(&mut self, src: TensorRef<'a>) -> TensorRef<'a> {
         if let Some(i) = self.ids.get(src.as_ptr() as usize as u64) {
             return self.copies[i as usize];
         }
@@ -141,7 +141,7 @@ impl Copier {
         }
         for (j, s) in src.srcs() {
             let s_copy = self.dup(s);
-            dst.set_src(j, s_copy);
+            dst.set_src(j, Some(s_copy));
         }
         let next = self.copies.len() as u32;
         self.ids.get_or_insert_with(src.as_ptr() as usize as u64, || next);
@@ -237,9 +237,9 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
 
 /// A one-node view of `graph` at `i`.
 fn single_node_view(graph: GraphRef, i: usize) -> wsp_ggml_cgraph {
-    // SAFETY: i < n_nodes, inside the graph's node array.
-    let nodes = unsafe { graph.nodes_ptr().add(i) };
-    wsp_ggml_cgraph::of_nodes(nodes, core::ptr::null_mut(), 1, 1, graph.order())
+    let mut g = graph.view(i, i + 1).to_c();
+    (g.grads, g.size) = (core::ptr::null_mut(), 1);
+    g
 }
 
 /// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on

@@ -326,7 +326,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_
         // SAFETY: `graph` is live for the call (the caller's contract, above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (the caller's contract, above).
-        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.reserve(graph))
+        unsafe { sched_ref(sched, func) }.reserve(graph)
     })
 }
 
