@@ -98,7 +98,13 @@ fn debug_output_is_routed_at_level_info() {
 #[test]
 fn android_path_writes_logcat_and_the_abort_message() {
     let lib = harness::feature_staticlib("logcat-on-host");
-    let exe = harness::build_custom("log_route_standin", &["log_route.c", "test_backend.c"], Flavour::Ours, &["-DSTANDIN", "-rdynamic"], Some(&[&lib]));
+    let exe = harness::build_custom(
+        "log_route_standin",
+        &["log_route.c", "test_backend.c"],
+        Flavour::Ours,
+        &["-DSTANDIN", "-rdynamic"],
+        Some(&[&lib]),
+    );
     cases(&exe);
 
     let (o, out, err) = run(&exe, &["misuse"]);
@@ -131,7 +137,8 @@ fn android_path_writes_logcat_and_the_abort_message() {
 fn android_path_without_liblog_falls_back_to_stderr() {
     let lib = harness::feature_staticlib("logcat-on-host");
     // the stand-ins compiled in but not exported: dlsym does not find them
-    let exe = harness::build_custom("log_route_standin_hidden", &["log_route.c", "test_backend.c"], Flavour::Ours, &["-DSTANDIN"], Some(&[&lib]));
+    let exe =
+        harness::build_custom("log_route_standin_hidden", &["log_route.c", "test_backend.c"], Flavour::Ours, &["-DSTANDIN"], Some(&[&lib]));
     let (o, out, err) = run(&exe, &["stdout_survives"]);
     aborted(&o, "stdout_survives", &out, &err);
     assert_eq!(out, "written before the abort\n");
