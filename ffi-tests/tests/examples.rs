@@ -72,3 +72,57 @@ fn assert_links_installed(exe: &Path, libdir: &Path) {
     let deps = run_ok(Command::new("ldd").arg(exe).env("LD_LIBRARY_PATH", libdir), "ldd");
     assert!(deps.contains(&format!("{}/libwsp_ggml_backend.so.0", libdir.display())), "{deps}");
 }
+
+/// The code blocks of docs/scheduler.md (```c): each is a run of lines of
+/// an example (compared without their indentation), so the page never
+/// shows code that does not build.
+#[test]
+fn scheduler_guide_snippets_come_from_the_examples() {
+    let root = workspace_root();
+    let page = std::fs::read_to_string(root.join("docs/scheduler.md")).unwrap();
+    let examples: Vec<(String, Vec<String>)> = EXAMPLES
+        .iter()
+        .map(|n| {
+            let text = std::fs::read_to_string(root.join(format!("examples/{n}.c"))).unwrap();
+            (n.to_string(), text.lines().map(|l| l.trim().to_string()).collect())
+        })
+        .collect();
+    let mut n_blocks = 0;
+    let mut lines = page.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != "```c" {
+            continue;
+        }
+        let block: Vec<String> = lines.by_ref().take_while(|l| l.trim() != "```").map(|l| l.trim().to_string()).collect();
+        assert!(!block.is_empty(), "an empty code block in docs/scheduler.md");
+        let found = examples.iter().any(|(_, ex)| ex.windows(block.len()).any(|w| w == block.as_slice()));
+        assert!(found, "docs/scheduler.md shows code that is in no example:\n{}", block.join("\n"));
+        n_blocks += 1;
+    }
+    assert!(n_blocks >= 8, "docs/scheduler.md has {n_blocks} code blocks");
+}
+
+/// The table of common mistakes in docs/scheduler.md: each row's message is
+/// exactly what the mistake prints (ffi-tests/c/sched_mistakes.c, one
+/// process per case, in the table's order), then SIGABRT.
+#[test]
+fn scheduler_guide_mistakes_print_the_quoted_messages() {
+    use ffi_tests::harness::{self, Flavour};
+    use std::os::unix::process::ExitStatusExt;
+    let page = std::fs::read_to_string(workspace_root().join("docs/scheduler.md")).unwrap();
+    let table = &page[page.find("## Common mistakes").expect("the section")..];
+    let messages: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.ends_with("` |"))
+        .filter_map(|l| l.rsplit_once(" | `").map(|(_, m)| m.trim_end_matches("` |")))
+        .collect();
+    let exe = harness::build("sched_mistakes", &["sched_mistakes.c", "test_backend.c"], Flavour::Ours);
+    let list = harness::run(&exe, &[]);
+    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(String::from).collect();
+    assert_eq!(cases.len(), messages.len(), "one case per row: {cases:?} {messages:?}");
+    for (case, message) in cases.iter().zip(&messages) {
+        let o = harness::run(&exe, &[case]);
+        assert_eq!(o.status.signal(), Some(6), "{case}: {:?}", o.status);
+        assert_eq!(String::from_utf8_lossy(&o.stderr), format!("{message}\n"), "{case}");
+    }
+}
