@@ -263,3 +263,53 @@ fn bad_usage_is_refused_with_exit_status_2() {
     let help = run_ok(Command::new(&script).arg("--help"), "scripts/install --help");
     assert!(help.contains("--prefix") && help.contains("DESTDIR"), "{help}");
 }
+
+/// Every path under `dir` (folders too), with the content of each file.
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.push((p.clone(), None));
+            out.extend(tree(&p));
+        } else {
+            out.push((p.clone(), Some(std::fs::read(&p).unwrap_or_default())));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `--uninstall` removes exactly what the install wrote: a prefix that
+/// held other files (in the same folders) is left as it was, and a prefix
+/// that was empty is empty again.
+#[test]
+fn uninstall_leaves_the_prefix_as_it_was() {
+    if let Some(why) = not_on_host() {
+        eprintln!("{why}");
+        return;
+    }
+    let dir = fresh_dir("uninstall");
+    let shared = dir.join("shared");
+    for (f, text) in [("lib/libother.so.1", "other"), ("lib/pkgconfig/other.pc", "Name: other"), ("include/other.h", "int other;")] {
+        std::fs::create_dir_all(shared.join(f).parent().unwrap()).unwrap();
+        std::fs::write(shared.join(f), text).unwrap();
+    }
+    std::fs::create_dir_all(shared.join("lib/cmake")).unwrap(); // empty before: stays
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let script = workspace_root().join("scripts/install");
+    for prefix in [&shared, &empty] {
+        let before = tree(prefix);
+        let listed = install(prefix, None);
+        assert!(tree(prefix).len() > before.len(), "installed nothing into {}", prefix.display());
+        let removed = run_ok(Command::new(&script).arg("--prefix").arg(prefix).arg("--uninstall").env_remove("DESTDIR"), "--uninstall");
+        assert_eq!(removed, listed, "--uninstall lists what it removed: what the install listed");
+        let after = tree(prefix);
+        let paths = |t: &[(PathBuf, Option<Vec<u8>>)]| t.iter().map(|(p, _)| p.display().to_string()).collect::<Vec<_>>().join("\n");
+        assert!(after == before, "{} changed:\nbefore:\n{}\nafter:\n{}", prefix.display(), paths(&before), paths(&after));
+    }
+    // once more: nothing left to remove, nothing printed, still success
+    let again = run_ok(Command::new(&script).arg("--prefix").arg(&shared).arg("--uninstall"), "--uninstall again");
+    assert_eq!(again, "");
+}
