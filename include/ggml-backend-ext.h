@@ -90,7 +90,7 @@ WSP_GGML_API const char *wsp_ggml_backend_version(void);
 //
 // A message is one line, "wsp_ggml_backend: <function>: <what is wrong>" for
 // misuse and failures, or what WSP_GGML_SCHED_DEBUG asks the scheduler to
-// print. log_callback(level, text, user_data) receives it with text ending in
+// print (one line per node; a blank line and the split's line per split). log_callback(level, text, user_data) receives it with text ending in
 // a newline, NUL-terminated and valid only during the call, and level one of
 // ggml.h's enum wsp_ggml_log_level: WSP_GGML_LOG_LEVEL_ERROR for misuse, out of
 // memory and internal errors (the process then aborts),
