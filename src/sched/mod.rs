@@ -503,17 +503,14 @@ impl Sched {
         self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
 
-    /// Print the assignments and splits of the last split to stderr.
+    /// Print the assignments and splits of the last split (where messages go: platform.rs).
     fn print_assignments(&self, graph: GraphRef, live: &Live) {
         use core::fmt::Write;
         let st = &self.st;
         let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].backend.name_lossy());
         // (one line, one write; a long listing never sits whole in memory)
         let mut out = String::new();
-        let flush = |out: &mut String| {
-            crate::platform::write_stderr(out.as_bytes());
-            out.clear();
-        };
+        let flush = |out: &mut String| crate::platform::info_text(out);
         let mut k = 0;
         for i in 0..graph.n_nodes() {
             if k < st.plan.splits.len() && i == st.plan.splits[k].i_start {
