@@ -14,6 +14,7 @@ use crate::prelude::*;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::marker::PhantomData;
+use core::num::NonZeroUsize;
 use core::ptr::NonNull;
 
 pub use crate::sys::*;
@@ -64,33 +65,29 @@ macro_rules! write_field {
 
 /// A tensor's identity: its address, kept between calls (table keys,
 /// `set_node_backend` assignments). It compares and hashes; it cannot be
-/// dereferenced: to read the tensor again, find it in the current call's
-/// graph, which gives a [`TensorRef`].
-///
-/// ```compile_fail
-/// # use wsp_ggml_backend::doc_only::TensorId;
-/// fn read_kept(id: TensorId) -> i32 {
-///     id.op() // no accessor: a kept identity is never dereferenced
-/// }
-/// ```
+/// dereferenced (it has no accessor: ffi-tests/tests/handles.rs checks that
+/// the compiler refuses one): to read the tensor again, find it in the
+/// current call's graph, which gives a [`TensorRef`]. Never zero, so an
+/// `Option<TensorId>` is one word.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct TensorId(usize);
+pub struct TensorId(NonZeroUsize);
 
 impl TensorId {
-    /// The identity of the tensor at `p` (comparing addresses only).
+    /// The identity of the tensor at `p` (comparing addresses only);
+    /// `None` for NULL.
     #[inline(always)]
-    pub fn of_ptr(p: *const wsp_ggml_tensor) -> TensorId {
-        TensorId(p as usize)
+    pub fn of_ptr(p: *const wsp_ggml_tensor) -> Option<TensorId> {
+        NonZeroUsize::new(p as usize).map(TensorId)
     }
     /// The address, as a number.
     #[inline(always)]
     pub fn addr(self) -> usize {
-        self.0
+        self.0.get()
     }
     /// The identity at address `addr` (tests of tables that only compare).
     #[cfg(test)]
     pub(crate) fn at_addr(addr: usize) -> TensorId {
-        TensorId(addr)
+        TensorId(NonZeroUsize::new(addr).expect("not 0"))
     }
 }
 
@@ -132,7 +129,8 @@ impl<'a> TensorRef<'a> {
     /// What may be kept past the call.
     #[inline(always)]
     pub fn id(self) -> TensorId {
-        TensorId::of_ptr(self.as_ptr())
+        // (a NonNull's address is never 0)
+        TensorId::of_ptr(self.as_ptr()).expect("a non-NULL handle")
     }
     #[inline(always)]
     fn p(self) -> *mut wsp_ggml_tensor {
@@ -186,7 +184,7 @@ impl<'a> TensorRef<'a> {
     #[inline(always)]
     pub fn view_src_id(self) -> Option<TensorId> {
         let p = read_field!(self.p(), view_src);
-        (!p.is_null()).then(|| TensorId::of_ptr(p))
+        TensorId::of_ptr(p)
     }
     #[inline(always)]
     pub fn view_offs(self) -> usize {

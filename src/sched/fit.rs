@@ -129,7 +129,7 @@ fn occupied_by_inputs(st: &State, live: &Live, buffer: BufferRef) -> usize {
     let start = (align - base % align) % align;
     // Inputs, not nodes: a node with memory there is left from an earlier
     // compute, in memory the allocator considers free again.
-    let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
+    let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().map(|&(s, _)| s));
     inputs
         .map(|s| live.get(s))
         .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())

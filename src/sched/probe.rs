@@ -14,7 +14,7 @@ use crate::prelude::*;
 use super::ids::{BackendIdx, Loc, Slot, SlotId};
 use super::live::Live;
 use super::plan::{NodeInfo, Probe, SlotInfo};
-use super::record::{Answers, Record};
+use super::record::{Answers, Record, Via};
 use super::state::State;
 use super::table::{flags_of, Attempt, Full};
 use crate::fatal::fatal;
@@ -114,7 +114,7 @@ impl<'c> Registrar<'_, 'c> {
             let leaf = leaf.unwrap_or_else(|| fatal(func, &format!("graph leaf {i} is NULL")));
             let slot = self.register_listed(leaf)?;
             let vsrc = match leaf.view_src() {
-                Some(v) => Some(self.register(v, false)?),
+                Some(v) => Some(self.register(v, Via::ViewSrc { of: slot })?),
                 None => None,
             };
             self.st.graph.leafs.push((slot, vsrc.map(SlotId::from)));
@@ -125,16 +125,16 @@ impl<'c> Registrar<'_, 'c> {
         for (i, node) in graph.node_entries().enumerate() {
             let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
             let slot = self.register_listed(node)?;
-            for (_, src) in node.srcs() {
+            for (j, src) in node.srcs() {
                 let s = match last {
                     Some((t, s)) if t == src => s,
-                    _ => self.register(src, false)?,
+                    _ => self.register(src, Via::Src { of: slot, j: j as u8 })?,
                 };
                 self.st.graph.srcs.push(s);
             }
             last = Some((node, slot));
             let vsrc = match node.view_src() {
-                Some(v) => Some(self.register(v, false)?),
+                Some(v) => Some(self.register(v, Via::ViewSrc { of: slot })?),
                 None => None,
             };
             self.st.graph.nodes.push(NodeInfo { slot, vsrc: vsrc.map(SlotId::from), srcs_end: self.st.graph.srcs.len() as u32 });
@@ -146,13 +146,14 @@ impl<'c> Registrar<'_, 'c> {
 
     /// Slot of `t` in this split's table, registering it (and the tensors
     /// whose memory it views, which the allocation looks up too) on first
-    /// sight. `listed`: `t` is a leaf or node of the graph (the others are
-    /// remembered, for reuse.rs to check their locations).
+    /// sight. `t` is no leaf or node of the graph, reached `via` a tensor
+    /// registered before (remembered, for reuse.rs to find it again and
+    /// check its location).
     #[inline(always)]
-    fn register(&mut self, t: TensorRef<'c>, listed: bool) -> Result<Slot, Full> {
+    fn register(&mut self, t: TensorRef<'c>, via: Via) -> Result<Slot, Full> {
         let (slot, new) = self.st.table.insert(t.id())?;
         if new {
-            self.register_new(slot, t, listed)?;
+            self.register_new(slot, t, via)?;
         }
         Ok(slot)
     }
@@ -163,7 +164,7 @@ impl<'c> Registrar<'_, 'c> {
     fn register_listed(&mut self, t: TensorRef<'c>) -> Result<Slot, Full> {
         let (slot, new) = self.st.table.insert(t.id())?;
         if new {
-            self.describe(slot, t, true);
+            self.describe(slot, t, None);
             if t.view_src_id().is_none() {
                 return Ok(slot);
             }
@@ -175,8 +176,8 @@ impl<'c> Registrar<'_, 'c> {
     /// The first sight of `t` (most look-ups find a source already seen as
     /// a node, so this stays out of line).
     #[inline(never)]
-    fn register_new(&mut self, slot: Slot, t: TensorRef<'c>, listed: bool) -> Result<(), Full> {
-        self.describe(slot, t, listed);
+    fn register_new(&mut self, slot: Slot, t: TensorRef<'c>, via: Via) -> Result<(), Full> {
+        self.describe(slot, t, Some(via));
         self.register_view_chain(slot, t)
     }
 
@@ -189,24 +190,25 @@ impl<'c> Registrar<'_, 'c> {
             if !new {
                 break;
             }
-            self.describe(s, v, false);
+            self.describe(s, v, Some(Via::ViewSrc { of: at }));
             (at, next) = (s, v.view_src());
         }
         Ok(())
     }
 
     #[inline(always)]
-    fn describe(&mut self, slot: Slot, t: TensorRef<'c>, listed: bool) {
+    /// `via`: how an unlisted tensor was reached (`None`: a leaf or node).
+    fn describe(&mut self, slot: Slot, t: TensorRef<'c>, via: Option<Via>) {
         // (the view source's slot is set when it is registered)
         self.live.set(slot, t);
         self.st.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
         if !self.user.is_empty() {
-            if let Some(b) = self.user.get(t.as_ptr() as usize as u64) {
+            if let Some(b) = self.user.get(t.id().addr() as u64) {
                 self.st.user_slots.insert(slot.key(), b);
             }
         }
-        if !listed {
-            self.st.reuse.unlisted.push(slot);
+        if let Some(via) = via {
+            self.st.reuse.unlisted.push((slot, via));
         }
     }
 }

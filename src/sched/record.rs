@@ -61,14 +61,25 @@ impl Standing {
     }
 }
 
+/// How registration first reached a tensor that is no leaf or node of the
+/// graph: through a tensor registered before it.
+#[derive(Clone, Copy, Debug)]
+pub enum Via {
+    /// Source `j` of the node in `of`.
+    Src { of: Slot, j: u8 },
+    /// The view source of the tensor in `of`.
+    ViewSrc { of: Slot },
+}
+
 /// What the last split read besides the table's entries.
 #[derive(Default)]
 pub struct Record {
     /// Whether the split may be reused.
     pub standing: Standing,
     /// Tensors first registered as a source or view source (not as a leaf
-    /// or node): checked on their own.
-    pub unlisted: Vec<Slot>,
+    /// or node), in registration order, with how registration reached
+    /// them: checked on their own.
+    pub unlisted: Vec<(Slot, Via)>,
     /// Every `supports_op` question, as asked.
     supports: Vec<Supports>,
     /// (slot, bytes) of every size compared, as asked.
@@ -275,7 +286,7 @@ impl Record {
             i += 1;
             same
         });
-        if !same {
+        if !same || i != n_tensors {
             return false;
         }
         for &(a, b, yes) in &log.layouts {

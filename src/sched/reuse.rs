@@ -30,7 +30,7 @@
 use super::ids::{PackedLoc, Slot};
 use super::live::Live;
 use super::probe::{locate, Again};
-use super::record::Standing;
+use super::record::{Standing, Via};
 use super::state::State;
 use super::table::{flags_of, Table};
 use crate::ggml::{GraphRef, TensorRef};
@@ -60,32 +60,25 @@ impl Locator<'_> {
 }
 
 /// What registration read of the tensors in a table (see table.rs), read
-/// again; every tensor found the same is this call's tensor of its slot.
-struct Reread<'a, 'c> {
+/// again.
+struct Reread<'a> {
     table: &'a Table,
-    live: &'a mut Live<'c>,
     locator: Locator<'a>,
 }
 
-impl<'c> Reread<'_, 'c> {
+impl Reread<'_> {
     /// Whether `t` is the tensor registered in `slot` and as registration
-    /// read it: compared field by field as the table stores them. Its view
-    /// source, found the same, is its slot's tensor too.
+    /// read it: compared field by field as the table stores them.
     #[inline(always)]
-    fn same(&mut self, t: TensorRef<'c>, slot: Slot) -> bool {
+    fn same(&mut self, t: TensorRef, slot: Slot) -> bool {
         if self.table.key(slot) != Some(t.id()) {
             return false;
         }
         let info = &self.table.info[slot];
-        let same_vsrc = match (info.vsrc, t.view_src()) {
-            (None, None) => true,
-            (Some(v), Some(vt)) if self.table.key(v.slot()) == Some(vt.id()) => {
-                self.live.set(v.slot(), vt);
-                true
-            }
-            _ => false,
+        let same_vsrc = match info.vsrc {
+            None => t.view_src_id().is_none(),
+            Some(v) => t.view_src_id() == self.table.key(v.slot()),
         };
-        self.live.set(slot, t);
         same_vsrc && flags_of(t) == info.flags && self.locator.locate(t) == info.packed_loc
     }
 }
@@ -104,10 +97,10 @@ impl State {
             return false;
         }
         let table = &st.table;
-        let mut reread = Reread { table, live, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
+        let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
-                Some(t) if reread.same(t, slot) => {}
+                Some(t) if reread.same(t, slot) => live.set(slot, t),
                 _ => return false,
             }
         }
@@ -118,25 +111,34 @@ impl State {
             };
             let end = n.srcs_end as usize;
             let srcs = &st.graph.srcs[start..end];
-            for (j, &s) in srcs.iter().enumerate() {
-                match t.src(j) {
-                    Some(p) if table.key(s) == Some(p.id()) => reread.live.set(s, p),
+            // (the same sources: the registered ones, then NULL)
+            let mut k = 0;
+            for (j, p) in t.srcs() {
+                match srcs.get(j) {
+                    Some(&s) if table.key(s) == Some(p.id()) => {}
                     _ => return false,
                 }
+                k += 1;
             }
-            if srcs.len() < crate::ggml::WSP_GGML_MAX_SRC && t.src(srcs.len()).is_some() || !reread.same(t, n.slot) {
+            if k != srcs.len() || !reread.same(t, n.slot) {
                 return false;
             }
+            live.set(n.slot, t);
             start = end;
         }
-        // (each unlisted tensor is a source or view source of one found
-        // above, or of an unlisted one before it: registration's order)
-        for &slot in &st.reuse.unlisted {
-            match reread.live.find(slot) {
-                Some(t) if reread.same(t, slot) => {}
+        // Each unlisted tensor, found again the way registration reached
+        // it: through a leaf or node found above, or an unlisted tensor
+        // before it (registration's order).
+        for &(slot, via) in &st.reuse.unlisted {
+            let t = match via {
+                Via::Src { of, j } => live.find(of).and_then(|t| t.src(usize::from(j))),
+                Via::ViewSrc { of } => live.find(of).and_then(TensorRef::view_src),
+            };
+            match t {
+                Some(t) if reread.same(t, slot) => live.set(slot, t),
                 _ => return false,
             }
         }
-        st.reuse.answers_hold(&mut Again { live: reread.live, backends })
+        st.reuse.answers_hold(&mut Again { live, backends })
     }
 }

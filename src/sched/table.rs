@@ -344,7 +344,7 @@ mod tests {
             assert_eq!(t.insert(r).unwrap(), (slots[k], false));
             assert_eq!(t.key(slots[k]), Some(r));
         }
-        assert_eq!(t.find(TensorId::of_ptr(&ts[n])), None);
+        assert_eq!(t.find(TensorId::of_ptr(&ts[n]).expect("not NULL")), None);
         assert_eq!(t.keys().iter().filter(|k| k.is_some()).count(), n);
         for &s in &slots {
             t.info[s] = SlotInfo::registered(super::super::ids::Loc::Foreign, SlotInfo::COMPUTED);

@@ -67,7 +67,7 @@ fn plan_graph<'c>(
 const NO_BACKEND: u16 = u16::MAX;
 
 fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
-    let slot = st.table.find(TensorId::of_ptr(t)).expect("registered");
+    let slot = st.table.find(TensorId::of_ptr(t).expect("not NULL")).expect("registered");
     let info = st.table.info[slot];
     (info.assign.map_or(NO_BACKEND, |b| b.get() as u16), info.rule)
 }
