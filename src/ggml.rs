@@ -310,12 +310,6 @@ impl GraphRef {
         let p = self.list(self.get().nodes, self.get().n_nodes)[i];
         self.entry(p).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL")))
     }
-    pub fn nodes_ptr(&self) -> *mut *mut wsp_ggml_tensor {
-        self.get().nodes
-    }
-    pub fn order(&self) -> c_int {
-        self.get().order
-    }
     pub fn as_ptr(self) -> *mut wsp_ggml_cgraph {
         self.0.as_ptr()
     }

@@ -38,7 +38,9 @@ mod prelude;
 mod ptrmap;
 mod sched;
 mod sys;
-mod talloc;
+// (ggml-alloc's allocator is the wrapper layer's, named here as the
+// modules above it name it)
+use handle::talloc;
 
 /// Every struct layout fact the crate relies on, as (C expression, value
 /// in this build): ffi-tests compiles the expressions with the target's C
