@@ -470,3 +470,53 @@ impl BufferRef<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{cpu_init, set_abort_callback, set_n_threads};
+    use crate::ggml::zeroed_tensor;
+    use crate::handle::AbortCallback;
+
+    /// The CPU backend's compute slots through the trampolines, as C calls
+    /// them, over ggml.c's stubs (fake_c.rs; run under Miri by
+    /// scripts/miri): graph_compute with the context's scratch work buffer,
+    /// a plan made, computed and freed (its own work buffer and graph copy),
+    /// a NULL plan freed, the abort callback asked, supports_op of NULL.
+    #[test]
+    fn the_cpu_backend_computes_through_its_trampolines() {
+        extern "C" fn stop_after_one(data: *mut c_void) -> bool {
+            // SAFETY: the test's counter, alive during the compute.
+            let asked = unsafe { &mut *data.cast::<u32>() };
+            *asked += 1;
+            *asked > 1
+        }
+        let owner = cpu_init().expect("memory");
+        let cpu = owner.get();
+        set_n_threads(cpu, 2);
+        let (mut a, mut b) = (zeroed_tensor(), zeroed_tensor());
+        let mut nodes = [ptr::addr_of_mut!(a), ptr::addr_of_mut!(b)];
+        let mut g = wsp_ggml_cgraph::of_nodes(nodes.as_mut_ptr(), ptr::null_mut(), 2, 2, 0);
+        let supports_op = cpu.iface().supports_op.expect("a slot");
+        // SAFETY: a live graph of live tensors (host memory: ggml.c's stubs
+        // read no data), plans made by the backend and freed once.
+        let (asked, counts) = unsafe {
+            cpu.graph_compute(&mut g);
+            cpu.graph_compute(&mut g);
+            let plan = cpu.graph_plan_create(&mut g);
+            assert!(!plan.is_null());
+            cpu.graph_plan_compute(plan);
+            cpu.graph_plan_free(plan);
+            cpu.graph_plan_free(ptr::null_mut());
+            assert!(supports_op(cpu.as_ptr(), ptr::null()));
+
+            let mut asked = 0u32;
+            set_abort_callback(cpu, AbortCallback::for_test(stop_after_one, ptr::addr_of_mut!(asked).cast()));
+            cpu.graph_compute(&mut g);
+            (asked, [(*nodes[0]).op_params[0], (*nodes[1]).op_params[0]])
+        };
+        assert_eq!(counts, [4, 3], "three computes of both nodes, then one node before the abort callback stopped it");
+        assert_eq!(asked, 2);
+        owner.free();
+    }
+}
