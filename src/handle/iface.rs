@@ -65,8 +65,9 @@ pub trait BackendImpl: Sized + 'static {
     /// A graph plan (`graph_plan_create`), boxed for C.
     type Plan: 'static;
 
-    /// Its table: a static made by [`backend_iface`], whose `get_name`
-    /// marks its backends ([`is_impl`]).
+    /// Its table: the static that `backend_iface::<Self>()` fills, and no
+    /// other (its `get_name` marks the backends whose context is a `Self`:
+    /// [`is_impl`], [`context_of`]).
     fn iface() -> &'static wsp_ggml_backend_i;
     /// Called every time the context is borrowed, with the calling
     /// function's name: a place to refuse a call that must not reach it.
@@ -367,8 +368,8 @@ pub trait BufferImpl: 'static {
     /// What an owning buffer's context holds ([`buffer_owning`]), dropped
     /// by its `free_buffer`.
     type Memory: RawContext;
-    /// Its tables: owning (`free_buffer` set) or not (NULL), statics made
-    /// by [`buffer_iface`].
+    /// Its tables: owning (`free_buffer` set) or not (NULL), the statics
+    /// that `buffer_iface::<Self>(owns)` fills, and no others.
     fn iface(owns: bool) -> &'static wsp_ggml_backend_buffer_i;
     /// `get_base`.
     fn base(buffer: BufferRef) -> *mut c_void;
