@@ -84,6 +84,46 @@ extern "C" {
 // be called from any thread at any time.
 WSP_GGML_API const char *wsp_ggml_backend_version(void);
 
+// Sets the function that receives every message of this library, in the
+// style of upstream ggml's ggml_log_set, or gives the messages back to their
+// default destination (log_callback NULL).
+//
+// A message is one line, "wsp_ggml_backend: <function>: <what is wrong>" for
+// misuse and failures, or what WSP_GGML_SCHED_DEBUG asks the scheduler to
+// print (one line per node; a blank line and the split's line per split). log_callback(level, text, user_data) receives it with text ending in
+// a newline, NUL-terminated and valid only during the call, and level one of
+// ggml.h's enum wsp_ggml_log_level: WSP_GGML_LOG_LEVEL_ERROR for misuse, out of
+// memory and internal errors (the process then aborts),
+// WSP_GGML_LOG_LEVEL_WARN for an allocation that failed in a function that
+// then returns NULL, WSP_GGML_LOG_LEVEL_INFO for the scheduler's debug
+// output. Messages are built without allocating memory. When the
+// message reports an error that aborts the process, the callback is called
+// first; after it returns, the library flushes C's output streams
+// (fflush(NULL)), on Android sets the message as the abort message of the
+// crash report, and aborts.
+//
+// Default destination (no callback): on Android, logcat (tag
+// "wsp_ggml_backend", through liblog's __android_log_write, looked up at run
+// time: nothing is added to what the app links), or stderr where liblog is
+// not loaded; elsewhere, stderr.
+//
+// Parameters:
+//   log_callback  the callback, or NULL for the default destination.
+//   user_data     passed to every call of log_callback; the library never
+//                 reads it.
+//
+// Ownership: the library keeps log_callback and user_data until they are
+// replaced; it never frees user_data.
+//
+// Errors: none. It allocates no memory.
+//
+// The setting is global to the process. Set it before other threads use the
+// library (a message sent while it changes may reach the old callback with
+// the new user_data). log_callback, if not NULL, must be safe to call from
+// any thread that uses the library, with user_data, until it is replaced,
+// and must not call this library.
+WSP_GGML_API void wsp_ggml_backend_log_set(wsp_ggml_log_callback log_callback, void *user_data);
+
 // Sets the evaluation callback of a scheduler, or removes it (callback NULL).
 //
 // While wsp_ggml_backend_sched_graph_compute runs, the scheduler calls

@@ -25,7 +25,7 @@ pub fn tensor_copy_staged(src: TensorRef, dst: TensorRef, staging: &mut Vec<u8>)
     check(src.same_layout(dst), FUNC, || {
         format!("cannot copy tensors with different layouts ('{}' -> '{}')", src.name_lossy(), dst.name_lossy())
     });
-    if src == dst {
+    if src.id() == dst.id() {
         return;
     }
     let dst_backend = backend_of(dst, FUNC, "dst");

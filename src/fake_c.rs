@@ -122,6 +122,8 @@ pub(crate) struct World {
     pub(crate) leafs: Vec<*mut wsp_ggml_tensor>,
     /// Compute buffers (`compute_buffers`).
     compute: Vec<*mut wsp_ggml_backend_buffer>,
+    /// The input copies a scheduler's calls make (as `SchedCell` keeps them).
+    copies: crate::ggml::HeapTensors,
 }
 
 /// A tensor address the code under test never reads: without provenance,
@@ -248,12 +250,13 @@ pub(crate) fn view_src(t: *mut wsp_ggml_tensor) -> *mut wsp_ggml_tensor {
 }
 
 impl World {
-    /// `f` with the world's graph (its nodes and leafs), as C hands one.
-    pub(crate) fn with_graph<R>(&mut self, f: impl FnOnce(GraphRef) -> R) -> R {
+    /// `f` with the world's graph (its nodes and leafs), as C hands one
+    /// for a call, and the input copies, for as long as the call.
+    pub(crate) fn with_graph<R>(&mut self, f: impl for<'c> FnOnce(GraphRef<'c>, &'c crate::ggml::HeapTensors) -> R) -> R {
         let mut g = self.graph();
         // SAFETY: a local graph over the world's tensors, both outlive the
         // call (the scheduler keeps no pointer to the struct itself).
-        f(unsafe { GraphRef::new(&mut g) }.unwrap())
+        f(unsafe { GraphRef::new(&mut g) }.unwrap(), &self.copies)
     }
 
     /// One compute buffer per backend, `size` bytes each, at fake bases

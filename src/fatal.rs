@@ -6,9 +6,10 @@
 use crate::platform;
 use crate::prelude::*;
 
-/// Print `wsp_ggml_backend: <func>: <msg>` to stderr and abort. The line
-/// is built on the stack (cut at 1 KiB): it is printed also when no memory
-/// is left.
+/// Send `wsp_ggml_backend: <func>: <msg>` where messages go (stderr, logcat
+/// on Android, or the log callback: platform.rs) and abort. The line is
+/// built on the stack (cut at 1 KiB): it is sent also when no memory is
+/// left.
 #[cold]
 pub fn fatal(func: &str, msg: &str) -> ! {
     use core::fmt::Write;
@@ -17,10 +18,9 @@ pub fn fatal(func: &str, msg: &str) -> ! {
     if let Some(bytes) = platform::pending_out_of_memory() {
         platform::out_of_memory(func, bytes);
     }
-    let mut line = platform::Line::<1024>::new();
+    let mut line = platform::Line::<1026>::new();
     let _ = write!(line, "wsp_ggml_backend: {func}: {msg}");
-    line.write_line();
-    platform::abort()
+    line.emit_fatal()
 }
 
 /// Abort with a message unless `cond` holds.

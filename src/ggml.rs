@@ -14,6 +14,7 @@
 use crate::prelude::*;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 pub use crate::sys::*;
@@ -39,160 +40,292 @@ impl wsp_ggml_cgraph {
     }
 }
 
-/// A tensor handed to us by C. Copyable handle; identity is the address.
+/// Reads field `$f` of the C struct at raw pointer `$p` by value, without
+/// making a reference into C memory (unaligned: the mirrors are packed(4)
+/// on 32-bit ARM).
+macro_rules! read_field {
+    ($p:expr, $($f:tt)+) => {
+        // SAFETY: the caller's handle invariant: `$p` points to a live struct
+        // for the current call; a by-value read makes no reference.
+        unsafe { core::ptr::addr_of!((*$p).$($f)+).read_unaligned() }
+    };
+}
+
+pub(crate) use read_field;
+
+/// Writes field `$f` of the C struct at raw pointer `$p`, without making a
+/// reference into C memory.
+macro_rules! write_field {
+    ($p:expr, $($f:tt).+ = $v:expr) => {
+        // SAFETY: the caller's handle invariant: `$p` points to a live struct
+        // the library may write during the current call; no reference is made.
+        unsafe { core::ptr::addr_of_mut!((*$p).$($f).+).write_unaligned($v) }
+    };
+}
+
+/// A tensor's identity: its address, kept between calls (table keys,
+/// `set_node_backend` assignments). It compares and hashes; it cannot be
+/// dereferenced: to read the tensor again, find it in the current call's
+/// graph, which gives a [`TensorRef`].
+///
+/// ```compile_fail
+/// # use wsp_ggml_backend::doc_only::TensorId;
+/// fn read_kept(id: TensorId) -> i32 {
+///     id.op() // no accessor: a kept identity is never dereferenced
+/// }
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct TensorId(usize);
+
+impl TensorId {
+    /// The identity of the tensor at `p` (comparing addresses only).
+    #[inline(always)]
+    pub fn of_ptr(p: *const wsp_ggml_tensor) -> TensorId {
+        TensorId(p as usize)
+    }
+    /// The address, as a number.
+    #[inline(always)]
+    pub fn addr(self) -> usize {
+        self.0
+    }
+    /// The identity at address `addr` (tests of tables that only compare).
+    #[cfg(test)]
+    pub(crate) fn at_addr(addr: usize) -> TensorId {
+        TensorId(addr)
+    }
+}
+
+/// A tensor handed to us by C, for the call that received it: `'a` is that
+/// call (or the life of the scheduler's own tensor it names). Copyable;
+/// identity is the address ([`TensorRef::id`], which is what may be kept).
+///
+/// Every accessor reads or writes one field by value through the raw
+/// pointer: no reference into the C struct is ever made, so a read through
+/// one copy of the handle and a write through another never alias a Rust
+/// reference.
 ///
 /// Invariant (the C API contract, as in the original): the pointer stays valid
-/// and is not mutated concurrently for as long as the call that received it.
+/// and is not mutated concurrently for `'a`.
+///
+/// `'a` is invariant: a handle never converts to a shorter life, so a
+/// pointer written into a tensor (`set_src`, `set_view_src`) names a
+/// tensor that lives exactly as long as every handle that can read it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct TensorRef(NonNull<wsp_ggml_tensor>);
+pub struct TensorRef<'a>(NonNull<wsp_ggml_tensor>, Call<'a>);
 
-impl TensorRef {
+/// The call a handle belongs to: invariant in `'a`.
+type Call<'a> = PhantomData<fn(&'a ()) -> &'a ()>;
+
+impl<'a> TensorRef<'a> {
     /// The handle on `ptr`; `None` for NULL.
     ///
     /// # Safety
     /// `ptr` is NULL or points to a live `wsp_ggml_tensor` that stays live,
-    /// and is not mutated concurrently, for as long as the handle or any copy
-    /// of it is dereferenced (any accessor but `as_ptr`; comparing and
-    /// hashing handles only compares addresses).
+    /// and is not mutated concurrently by others, for `'a`.
+    #[inline(always)]
     pub unsafe fn new(ptr: *mut wsp_ggml_tensor) -> Option<Self> {
-        NonNull::new(ptr).map(TensorRef)
+        NonNull::new(ptr).map(|p| TensorRef(p, PhantomData))
     }
+    #[inline(always)]
     pub fn as_ptr(self) -> *mut wsp_ggml_tensor {
         self.0.as_ptr()
     }
-    pub(crate) fn get(&self) -> &wsp_ggml_tensor {
-        // SAFETY: TensorRef invariant: valid, live tensor for the current call.
-        unsafe { self.0.as_ref() }
+    /// What may be kept past the call.
+    #[inline(always)]
+    pub fn id(self) -> TensorId {
+        TensorId::of_ptr(self.as_ptr())
     }
+    #[inline(always)]
+    fn p(self) -> *mut wsp_ggml_tensor {
+        self.0.as_ptr()
+    }
+    #[inline(always)]
     pub fn op(self) -> c_int {
-        self.get().op
+        read_field!(self.p(), op)
     }
+    #[inline(always)]
     pub fn is_view_op(self) -> bool {
         is_view_op(self.op())
     }
+    #[inline(always)]
     pub fn buffer(self) -> *mut wsp_ggml_backend_buffer {
-        self.get().buffer
+        read_field!(self.p(), buffer)
     }
+    #[inline(always)]
     pub fn data(self) -> *mut c_void {
-        self.get().data
+        read_field!(self.p(), data)
     }
-    pub fn view_src(self) -> Option<TensorRef> {
+    #[inline(always)]
+    pub fn type_(self) -> c_int {
+        read_field!(self.p(), type_)
+    }
+    #[inline(always)]
+    pub fn n_dims(self) -> c_int {
+        read_field!(self.p(), n_dims)
+    }
+    #[inline(always)]
+    pub fn ne(self) -> [i64; WSP_GGML_MAX_DIMS] {
+        read_field!(self.p(), ne)
+    }
+    #[inline(always)]
+    pub fn nb(self) -> [usize; WSP_GGML_MAX_DIMS] {
+        read_field!(self.p(), nb)
+    }
+    #[inline(always)]
+    pub fn op_params(self) -> [i32; WSP_GGML_MAX_OP_PARAMS / 4] {
+        read_field!(self.p(), op_params)
+    }
+    #[inline(always)]
+    pub fn view_src(self) -> Option<TensorRef<'a>> {
         // SAFETY: the view source of a live tensor is NULL or a live tensor,
         // live as long as its view (ggml's contract).
-        unsafe { TensorRef::new(self.get().view_src) }
+        let p = read_field!(self.p(), view_src);
+        // SAFETY: as above.
+        unsafe { TensorRef::new(p) }
     }
+    /// The view source's identity (`None`: not a view), without a handle.
+    #[inline(always)]
+    pub fn view_src_id(self) -> Option<TensorId> {
+        let p = read_field!(self.p(), view_src);
+        (!p.is_null()).then(|| TensorId::of_ptr(p))
+    }
+    #[inline(always)]
     pub fn view_offs(self) -> usize {
-        self.get().view_offs
+        read_field!(self.p(), view_offs)
+    }
+    /// Source `j` (`j < WSP_GGML_MAX_SRC`; `None`: NULL).
+    #[inline(always)]
+    pub fn src(self, j: usize) -> Option<TensorRef<'a>> {
+        assert!(j < WSP_GGML_MAX_SRC, "a source index");
+        // SAFETY: in bounds of the src array (checked above); by-value read.
+        let p = unsafe { core::ptr::addr_of!((*self.p()).src).cast::<*mut wsp_ggml_tensor>().add(j).read_unaligned() };
+        // SAFETY: the sources of a live tensor are NULL or live tensors,
+        // live as long as the tensor (ggml's contract).
+        unsafe { TensorRef::new(p) }
     }
     /// Sources in order, stopping at the first NULL as ggml does.
-    pub fn srcs(self) -> impl Iterator<Item = (usize, TensorRef)> {
+    #[inline(always)]
+    pub fn srcs(self) -> impl Iterator<Item = (usize, TensorRef<'a>)> {
         // (one source read per step, not the whole array copied first: the
         // scheduler reads every node's sources once or twice per compute)
-        (0..WSP_GGML_MAX_SRC)
-            // SAFETY: the sources of a live tensor are NULL or live tensors,
-            // live as long as the tensor (ggml's contract).
-            .map_while(move |j| unsafe { TensorRef::new(self.get().src[j]) })
-            .enumerate()
+        (0..WSP_GGML_MAX_SRC).map_while(move |j| self.src(j)).enumerate()
     }
-    pub fn set_src(self, j: usize, t: TensorRef) {
-        // SAFETY: TensorRef invariant; the scheduler owns the graph during compute.
-        unsafe { (*self.as_ptr()).src[j] = t.as_ptr() }
+    /// Point source `j` at `t`. `t` lives as long as the handle on this
+    /// tensor: the graph never holds a pointer that outlives its reader.
+    #[inline(always)]
+    pub fn set_src(self, j: usize, t: Option<TensorRef<'a>>) {
+        assert!(j < WSP_GGML_MAX_SRC, "a source index");
+        let v = t.map_or(core::ptr::null_mut(), TensorRef::as_ptr);
+        // SAFETY: TensorRef invariant; in bounds (checked above); the
+        // scheduler owns the graph during compute; no reference is made.
+        unsafe { core::ptr::addr_of_mut!((*self.p()).src).cast::<*mut wsp_ggml_tensor>().add(j).write_unaligned(v) }
     }
     /// `wsp_ggml_nbytes`, asked of ggml every time. A process-wide cache of
-    /// ggml's type sizes was global mutable state (helgrind saw races on it
-    /// between two schedulers' threads) and saved little: asking ggml costs
-    /// about 3 instructions per node more in a steady compute (scripts/callgrind,
-    /// 4096 nodes, 2 backends: 4,213,889 -> 4,228,739 Ir per compute, +0.35 %).
+    /// ggml's type sizes would be global mutable state shared between
+    /// schedulers' threads, for about 3 instructions per node.
+    #[inline(always)]
     pub fn nbytes(self) -> usize {
         // SAFETY: TensorRef invariant; wsp_ggml_nbytes only reads the
         // tensor's type, ne and nb.
         unsafe { wsp_ggml_nbytes(self.as_ptr()) }
     }
-    pub fn name(&self) -> &CStr {
-        let name = &self.get().name;
-        // SAFETY: reinterpreting the [c_char; 64] as bytes of the same length.
-        let bytes: &[u8] = unsafe { core::slice::from_raw_parts(name.as_ptr().cast(), name.len()) };
-        CStr::from_bytes_until_nul(bytes).unwrap_or(c"?")
+    /// The name, copied (ggml's 64 bytes, NUL-terminated).
+    #[inline(always)]
+    pub fn name(self) -> Name {
+        let raw: [c_char; WSP_GGML_MAX_NAME] = read_field!(self.p(), name);
+        Name(raw.map(|c| c as u8))
     }
-    pub fn name_lossy(&self) -> String {
-        self.name().to_string_lossy().into_owned()
+    pub fn name_lossy(self) -> String {
+        String::from_utf8_lossy(self.name().bytes()).into_owned()
     }
     /// Point a view without a buffer at its `view_src`'s memory, as ggml-alloc
     /// does for views (backend type, buffer, data).
-    pub fn init_view_from_src(self, view_src: TensorRef) {
-        let (backend, buffer, data) = {
-            let s = view_src.get();
-            (s.backend, s.buffer, s.data)
-        };
-        // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
-        // graph's tensors during compute. `data + view_offs` is computed as C
-        // computes it (wrapping_add): `data` may be a device address, in no
-        // allocation Rust knows of.
-        unsafe {
-            let t = &mut *self.as_ptr();
-            t.backend = backend;
-            t.buffer = buffer;
-            t.data = if data.is_null() { data } else { data.cast::<u8>().wrapping_add(t.view_offs).cast() };
-        }
+    pub fn init_view_from_src(self, view_src: TensorRef<'_>) {
+        let (backend, buffer, data) =
+            (read_field!(view_src.p(), backend), read_field!(view_src.p(), buffer), read_field!(view_src.p(), data));
+        // `data + view_offs` is computed as C computes it (wrapping_add):
+        // `data` may be a device address, in no allocation Rust knows of.
+        let data = if data.is_null() { data } else { data.cast::<u8>().wrapping_add(self.view_offs()).cast() };
+        write_field!(self.p(), backend = backend);
+        write_field!(self.p(), buffer = buffer);
+        write_field!(self.p(), data = data);
     }
     /// Make `self` (a fresh tensor from `wsp_ggml_dup_tensor`) a copy of
     /// `src`'s metadata: strides, op, op params and name (not data or sources).
-    pub fn copy_meta_from(self, src: TensorRef) {
-        let s = src.get();
-        let (nb, op, op_params, name) = (s.nb, s.op, s.op_params, s.name);
-        // SAFETY: TensorRef invariant; `self` is a tensor we just created.
-        unsafe {
-            let t = &mut *self.as_ptr();
-            t.nb = nb;
-            t.op = op;
-            t.op_params = op_params;
-            t.name = name;
-        }
+    pub fn copy_meta_from(self, src: TensorRef<'_>) {
+        write_field!(self.p(), nb = src.nb());
+        write_field!(self.p(), op = src.op());
+        write_field!(self.p(), op_params = src.op_params());
+        let name = read_field!(src.p(), name);
+        write_field!(self.p(), name = name);
     }
-    pub fn set_view(self, view_src: TensorRef, view_offs: usize) {
-        // SAFETY: TensorRef invariant; `self` is a tensor we just created.
-        unsafe {
-            (*self.as_ptr()).view_src = view_src.as_ptr();
-            (*self.as_ptr()).view_offs = view_offs;
-        }
+    /// Make `self` a view of `view_src` at `view_offs` (its view source
+    /// lives as long as the view's handle).
+    pub fn set_view(self, view_src: TensorRef<'a>, view_offs: usize) {
+        write_field!(self.p(), view_src = view_src.as_ptr());
+        write_field!(self.p(), view_offs = view_offs);
     }
     /// Forget an allocation (after a measure pass set fake addresses).
     pub fn clear_allocation(self) {
-        // SAFETY: TensorRef invariant; `self` is a tensor we created.
-        unsafe {
-            (*self.as_ptr()).data = core::ptr::null_mut();
-            (*self.as_ptr()).buffer = core::ptr::null_mut();
-        }
-    }
-    /// What ggml-alloc writes when it places a tensor.
-    /// Place the tensor at `data` in `buffer` (as `wsp_ggml_tallocr_alloc`).
-    pub fn place(self, buffer: *mut wsp_ggml_backend_buffer, data: *mut c_void) {
-        // SAFETY: TensorRef invariant; the scheduler has exclusive use of the
-        // graph's tensors during its calls.
-        unsafe {
-            let t = &mut *self.as_ptr();
-            t.buffer = buffer;
-            t.data = data;
-        }
+        write_field!(self.p(), data = core::ptr::null_mut());
+        write_field!(self.p(), buffer = core::ptr::null_mut());
     }
     /// Make the tensor a view of `src` (ggml-alloc does this to a node it
     /// computes in place in its source's memory).
-    pub fn set_view_src(self, src: TensorRef) {
-        // SAFETY: as in place.
-        unsafe { (*self.as_ptr()).view_src = src.as_ptr() }
+    pub fn set_view_src(self, src: TensorRef<'a>) {
+        write_field!(self.p(), view_src = src.as_ptr());
     }
     /// Same type, ne and nb (the original's `wsp_ggml_are_same_layout`).
-    pub fn same_layout(self, other: TensorRef) -> bool {
-        let (a, b) = (self.get(), other.get());
-        // (copies: no reference into a struct that is packed on 32-bit ARM;
-        // every field compared without a branch: the placement asks this of
-        // nearly every node, and a reuse asks it again)
-        let (ane, bne, anb, bnb) = (a.ne, b.ne, a.nb, b.nb);
-        let mut diff = (a.type_ ^ b.type_) as u64;
+    #[inline]
+    pub fn same_layout(self, other: TensorRef<'_>) -> bool {
+        // (every field compared without a branch: the placement asks this
+        // of nearly every node, and a reuse asks it again)
+        let (ane, bne, anb, bnb) = (self.ne(), other.ne(), self.nb(), other.nb());
+        let mut diff = (self.type_() ^ other.type_()) as u64;
         for i in 0..4 {
             diff |= (ane[i] ^ bne[i]) as u64 | (anb[i] ^ bnb[i]) as u64;
         }
         diff == 0
+    }
+    /// Set `buffer` and `data`, as `wsp_ggml_tallocr_alloc` does. Only the
+    /// buffer handle places tensors (`BufferRef::place`, which checks that
+    /// the tensor lies inside the buffer).
+    pub(crate) fn set_placement(self, buffer: *mut wsp_ggml_backend_buffer, data: *mut c_void) {
+        write_field!(self.p(), buffer = buffer);
+        write_field!(self.p(), data = data);
+    }
+    /// Rewrite this tensor (one of the scheduler's own) as a fresh,
+    /// unallocated tensor with `src`'s type and memory layout, no sources,
+    /// and the given name (cut to 63 bytes as ggml does): what the original
+    /// made with `wsp_ggml_dup_tensor` + copying `nb`.
+    pub fn reset_as_layout_of(self, src: TensorRef<'_>, name: &[u8]) {
+        let mut t = zeroed_tensor();
+        t.type_ = src.type_();
+        t.n_dims = src.n_dims();
+        let ne = src.ne();
+        for (i, n) in t.ne.iter_mut().enumerate() {
+            *n = if (i as c_int) < t.n_dims { ne[i] } else { 1 };
+        }
+        t.nb = src.nb();
+        let n = name.len().min(WSP_GGML_MAX_NAME - 1);
+        for (d, &b) in t.name.iter_mut().zip(&name[..n]) {
+            *d = b as c_char;
+        }
+        // SAFETY: TensorRef invariant; a whole-struct write through the raw
+        // pointer, no reference made.
+        unsafe { self.p().write_unaligned(t) }
+    }
+}
+
+/// A tensor's name, copied out of the tensor (64 bytes, NUL-terminated).
+#[derive(Clone, Copy)]
+pub struct Name([u8; WSP_GGML_MAX_NAME]);
+
+impl Name {
+    /// The bytes before the first NUL.
+    pub fn bytes(&self) -> &[u8] {
+        let n = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
+        &self.0[..n]
     }
 }
 
@@ -248,137 +381,122 @@ pub fn op_name(op: c_int) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// A graph handed to us by C (same contract as [`TensorRef`]): its node
-/// and leaf arrays hold `n_nodes` and `n_leafs` entries, each NULL or a live
-/// tensor, for as long as the graph is.
+/// A graph handed to us by C, for the call that received it (same
+/// contract as [`TensorRef`]): its node and leaf arrays hold `n_nodes` and
+/// `n_leafs` entries, each NULL or a live tensor, for `'a`. Read by value,
+/// entry by entry: no reference into the graph's arrays is made.
 #[derive(Clone, Copy)]
-pub struct GraphRef(NonNull<wsp_ggml_cgraph>);
+pub struct GraphRef<'a>(NonNull<wsp_ggml_cgraph>, Call<'a>);
 
-impl GraphRef {
+impl<'a> GraphRef<'a> {
     /// The handle on `ptr`; `None` for NULL.
     ///
     /// # Safety
     /// `ptr` is NULL or points to a live `wsp_ggml_cgraph` whose `nodes` and
     /// `leafs` arrays (when not NULL) hold `n_nodes` and `n_leafs` entries,
     /// each NULL or a live tensor; all of it stays live, and is not mutated
-    /// concurrently, for as long as the handle or any copy of it is used.
+    /// concurrently by others, for `'a`.
     pub unsafe fn new(ptr: *mut wsp_ggml_cgraph) -> Option<Self> {
-        NonNull::new(ptr).map(GraphRef)
+        NonNull::new(ptr).map(|p| GraphRef(p, PhantomData))
     }
-    fn get(&self) -> &wsp_ggml_cgraph {
-        // SAFETY: GraphRef invariant: valid graph for the current call.
-        unsafe { self.0.as_ref() }
+    #[inline(always)]
+    fn p(self) -> *mut wsp_ggml_cgraph {
+        self.0.as_ptr()
     }
-    fn list(&self, ptr: *mut *mut wsp_ggml_tensor, n: c_int) -> &[*mut wsp_ggml_tensor] {
-        if ptr.is_null() || n <= 0 {
-            return &[];
+    /// Entry `i` of the array at `list` holding `n` entries (`None`: out of
+    /// bounds or NULL).
+    #[inline(always)]
+    fn entry(self, list: *mut *mut wsp_ggml_tensor, n: c_int, i: usize) -> Option<TensorRef<'a>> {
+        if list.is_null() || i >= n.max(0) as usize {
+            return None;
         }
-        // SAFETY: ggml graphs hold `n` valid entries at `ptr`, alive while the graph is.
-        unsafe { core::slice::from_raw_parts(ptr, n as usize) }
+        // SAFETY: GraphRef invariant: `n` entries at `list` (i < n checked);
+        // by-value read. Each entry is NULL or a live tensor, live for 'a.
+        unsafe { TensorRef::new(list.add(i).read()) }
     }
-    /// A node or leaf entry as a handle (`None`: a NULL entry).
-    fn entry(&self, p: *mut wsp_ggml_tensor) -> Option<TensorRef> {
-        // SAFETY: GraphRef invariant: each node and leaf entry is NULL or a
-        // live tensor, live as long as the graph.
-        unsafe { TensorRef::new(p) }
+    #[inline(always)]
+    pub fn n_nodes(self) -> usize {
+        read_field!(self.p(), n_nodes).max(0) as usize
     }
-    pub fn nodes(&self) -> impl Iterator<Item = TensorRef> + '_ {
+    #[inline(always)]
+    pub fn n_leafs(self) -> usize {
+        read_field!(self.p(), n_leafs).max(0) as usize
+    }
+    /// Node `i` as stored (`None`: a NULL entry, or `i >= n_nodes`).
+    #[inline(always)]
+    pub fn node_entry(self, i: usize) -> Option<TensorRef<'a>> {
+        self.entry(read_field!(self.p(), nodes), read_field!(self.p(), n_nodes), i)
+    }
+    pub fn nodes(self) -> impl Iterator<Item = TensorRef<'a>> {
         self.node_entries().flatten()
     }
     /// The nodes as stored, as handles (`None`: a NULL entry).
-    pub fn node_entries(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
-        self.node_ptrs().iter().map(|&p| self.entry(p))
+    #[inline]
+    pub fn node_entries(self) -> impl Iterator<Item = Option<TensorRef<'a>>> {
+        let (list, n) = (read_field!(self.p(), nodes), read_field!(self.p(), n_nodes));
+        (0..n.max(0) as usize).map(move |i| self.entry(list, n, i))
     }
     /// The leafs as stored, as handles (`None`: a NULL entry).
-    pub fn leaf_entries(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
-        self.leaf_ptrs().iter().map(|&p| self.entry(p))
+    #[inline]
+    pub fn leaf_entries(self) -> impl Iterator<Item = Option<TensorRef<'a>>> {
+        let (list, n) = (read_field!(self.p(), leafs), read_field!(self.p(), n_leafs));
+        (0..n.max(0) as usize).map(move |i| self.entry(list, n, i))
     }
-    /// The node pointers as stored (NULL entries included).
-    pub fn node_ptrs(&self) -> &[*mut wsp_ggml_tensor] {
-        self.list(self.get().nodes, self.get().n_nodes)
+    /// Node `i`, which must exist and not be NULL.
+    pub fn node(self, i: usize) -> TensorRef<'a> {
+        self.node_entry(i).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL or missing")))
     }
-    /// The leaf pointers as stored (NULL entries included).
-    pub fn leaf_ptrs(&self) -> &[*mut wsp_ggml_tensor] {
-        self.list(self.get().leafs, self.get().n_leafs)
-    }
-    pub fn n_nodes(&self) -> usize {
-        self.get().n_nodes.max(0) as usize
-    }
-    pub fn n_leafs(&self) -> usize {
-        self.get().n_leafs.max(0) as usize
-    }
-    pub fn node(&self, i: usize) -> TensorRef {
-        let p = self.list(self.get().nodes, self.get().n_nodes)[i];
-        self.entry(p).unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {i} is NULL")))
+    pub fn order(self) -> c_int {
+        read_field!(self.p(), order)
     }
     pub fn as_ptr(self) -> *mut wsp_ggml_cgraph {
         self.0.as_ptr()
     }
 }
 
-/// A tensor with the same type and memory layout as `src`, no data, no
-/// sources, and the given name (truncated to 63 bytes as ggml does): what the
-/// original made with `wsp_ggml_dup_tensor` + copying `nb`.
-pub fn dup_tensor_layout(dst: &mut wsp_ggml_tensor, src: TensorRef, name: &[u8]) {
-    let s = src.get();
-    *dst = zeroed_tensor();
-    dst.type_ = s.type_;
-    dst.n_dims = s.n_dims;
-    for i in 0..WSP_GGML_MAX_DIMS {
-        dst.ne[i] = if (i as c_int) < s.n_dims { s.ne[i] } else { 1 };
-    }
-    dst.nb = s.nb;
-    let n = name.len().min(WSP_GGML_MAX_NAME - 1);
-    for (d, &b) in dst.name.iter_mut().zip(&name[..n]) {
-        *d = b as c_char;
-    }
-}
-
 /// A run of consecutive nodes of a live graph, as a graph struct of its own
 /// (what a split hands a backend's `graph_compute`). Made from a
-/// [`GraphRef`] within its bounds, and valid as long as that graph: for the
-/// call (the same contract).
+/// [`GraphRef`] within its bounds, and valid as long as that graph: `'a`.
 #[derive(Clone, Copy)]
-pub struct GraphView(wsp_ggml_cgraph);
+pub struct GraphView<'a>(wsp_ggml_cgraph, Call<'a>);
 
-impl GraphRef {
+impl<'a> GraphRef<'a> {
     /// Nodes `start..end` (`end <= n_nodes`) as a graph view.
-    pub fn view(&self, start: usize, end: usize) -> GraphView {
+    pub fn view(self, start: usize, end: usize) -> GraphView<'a> {
         assert!(start <= end && end <= self.n_nodes(), "a view inside the graph");
-        let g = self.get();
-        let (nodes, grads) = (g.nodes, g.grads);
+        let (nodes, grads) = (read_field!(self.p(), nodes), read_field!(self.p(), grads));
         // (in bounds, so the offsets stay inside the node and gradient
         // arrays: wrapping_add computes the same address without unsafe)
         let nodes = nodes.wrapping_add(start);
         let grads = if grads.is_null() { grads } else { grads.wrapping_add(start) };
-        GraphView(wsp_ggml_cgraph::of_nodes(nodes, grads, end - start, 0, g.order))
+        GraphView(wsp_ggml_cgraph::of_nodes(nodes, grads, end - start, 0, self.order()), PhantomData)
     }
 }
 
-impl GraphView {
+impl<'a> GraphView<'a> {
     pub fn n_nodes(&self) -> usize {
         self.0.n_nodes.max(0) as usize
     }
 
     /// Node `j` (`j < n_nodes`).
-    pub fn node(&self, j: usize) -> TensorRef {
+    pub fn node(&self, j: usize) -> TensorRef<'a> {
         assert!(j < self.n_nodes(), "a node of the view");
         // SAFETY: j < n_nodes of a view inside a live graph (`GraphRef::view`),
-        // whose entries are NULL or live tensors.
-        let p = unsafe { *self.0.nodes.add(j) };
+        // whose entries are NULL or live tensors, live for 'a.
+        let p = unsafe { self.0.nodes.add(j).read() };
         // SAFETY: as above.
         unsafe { TensorRef::new(p) }.unwrap_or_else(|| crate::fatal::fatal("graph", &format!("node {j} is NULL")))
     }
 
     /// Nodes `j0..j1` of this view (`j1 <= n_nodes`).
-    pub fn sub(&self, j0: usize, j1: usize) -> GraphView {
+    pub fn sub(&self, j0: usize, j1: usize) -> GraphView<'a> {
         assert!(j0 <= j1 && j1 <= self.n_nodes(), "a view inside the view");
         let mut v = self.0;
         v.nodes = v.nodes.wrapping_add(j0);
         v.grads = if v.grads.is_null() { v.grads } else { v.grads.wrapping_add(j0) };
         v.n_nodes = (j1 - j0) as c_int;
         v.size = v.n_nodes;
-        GraphView(v)
+        GraphView(v, PhantomData)
     }
 
     /// The struct C receives (a copy: the backend may write its fields).
@@ -411,51 +529,51 @@ impl EvalCallback {
     }
 }
 
-/// A tensor struct of ours on the heap, at a fixed address (ggml, the
-/// backends and the caller's graph reach it by that address): held by
-/// address, never as a `Box` or a reference that would claim it while
-/// others use it; freed when dropped.
-pub struct HeapTensor(NonNull<wsp_ggml_tensor>);
+/// Tensor structs of ours on the heap, at fixed addresses (ggml, the
+/// backends and the caller's graph reach them there): the scheduler's
+/// input copies. A handle on one lives as long as the shared borrow of the
+/// set it came from: tensors are freed only by dropping the set. Handed
+/// out all zero ([`HeapTensors::fresh`]); written through their handles.
+#[derive(Default)]
+pub struct HeapTensors {
+    tensors: core::cell::RefCell<Vec<NonNull<wsp_ggml_tensor>>>,
+}
 
-impl HeapTensor {
-    /// An all-zero tensor.
-    pub fn zeroed() -> HeapTensor {
-        HeapTensor(NonNull::from(Box::leak(Box::new(zeroed_tensor()))))
-    }
-
-    pub fn handle(&self) -> TensorRef {
-        TensorRef(self.0)
-    }
-
-    /// The tensor, to rewrite. No user code may run while the reference
-    /// lives (`&mut self`: nothing of ours reaches it meanwhile).
-    pub fn edit(&mut self) -> &mut wsp_ggml_tensor {
-        // SAFETY: our live tensor; `&mut self` keeps our other uses out, and
-        // nothing else makes a reference to it.
-        unsafe { self.0.as_mut() }
+impl HeapTensors {
+    /// Tensor `c` made anew (all zero; made when `c` is the next one,
+    /// `c <= len`): no handle ever reads what an earlier call left in it.
+    pub fn fresh(&self, c: usize) -> TensorRef<'_> {
+        let mut tensors = self.tensors.borrow_mut();
+        if c == tensors.len() {
+            tensors.push(NonNull::from(Box::leak(Box::new(zeroed_tensor()))));
+        }
+        let p = tensors[c].as_ptr();
+        // SAFETY: made by Box::leak, here or earlier, and freed only when
+        // the set drops, which the handle's borrow of `self` rules out; a
+        // whole-struct write through the raw pointer, no reference made.
+        unsafe {
+            p.write(zeroed_tensor());
+            TensorRef::new(p).expect("not NULL")
+        }
     }
 }
 
-impl Drop for HeapTensor {
+impl Drop for HeapTensors {
     fn drop(&mut self) {
-        // SAFETY: made by Box::leak in `zeroed`; freed once, here.
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        for t in self.tensors.get_mut().drain(..) {
+            // SAFETY: made by Box::leak in `get_or_make`; freed once, here.
+            drop(unsafe { Box::from_raw(t.as_ptr()) });
+        }
     }
 }
 
 /// Test handles, for the unit tests of modules without `unsafe`.
 #[cfg(test)]
-impl TensorRef {
+impl<'a> TensorRef<'a> {
     /// The handle on a tensor the test keeps alive (and does not move) for
     /// as long as it uses the handle.
-    pub(crate) fn of_test(t: &mut wsp_ggml_tensor) -> TensorRef {
-        TensorRef(NonNull::from(t))
-    }
-
-    /// A handle that is only compared and hashed, never dereferenced: an
-    /// address (made without provenance, not by an integer cast, for Miri).
-    pub(crate) fn address_only(addr: usize) -> TensorRef {
-        TensorRef(NonNull::new(core::ptr::null_mut::<wsp_ggml_tensor>().wrapping_byte_add(addr)).expect("a non-zero address"))
+    pub(crate) fn of_test(t: &'a mut wsp_ggml_tensor) -> TensorRef<'a> {
+        TensorRef(NonNull::from(t), PhantomData)
     }
 }
 

@@ -13,14 +13,16 @@ use crate::handle::{BackendRef, BufferRef, CompareCallback, GraphCopy, OwnedCont
 use crate::ptrmap::PtrMap;
 use crate::talloc::Tallocr;
 
-struct Copier {
+/// The duplication under way: the copies (`'c`: tensors of the copy's two
+/// contexts) of the graph's tensors, found by address.
+struct Copier<'c> {
     ids: PtrMap,
-    copies: Vec<TensorRef>,
+    copies: Vec<TensorRef<'c>>,
     initialised: Vec<bool>,
-    ctx_allocated: OwnedContext,
-    ctx_unallocated: OwnedContext,
+    ctx_allocated: &'c OwnedContext,
+    ctx_unallocated: &'c OwnedContext,
     /// Tensors to allocate in the new buffer, in creation order.
-    to_alloc: Vec<TensorRef>,
+    to_alloc: Vec<TensorRef<'c>>,
 }
 
 /// Every tensor reachable from the graph's nodes (sources and view sources).
@@ -38,13 +40,13 @@ fn count_reachable(graph: GraphRef) -> usize {
     seen.len()
 }
 
-impl Copier {
-    fn dup(&mut self, src: TensorRef) -> TensorRef {
+impl<'c> Copier<'c> {
+    fn dup(&mut self, src: TensorRef) -> TensorRef<'c> {
         if let Some(i) = self.ids.get(src.as_ptr() as usize as u64) {
             return self.copies[i as usize];
         }
         let allocated = !src.data().is_null() && src.view_src().is_none();
-        let ctx = if allocated { &self.ctx_allocated } else { &self.ctx_unallocated };
+        let ctx = if allocated { self.ctx_allocated } else { self.ctx_unallocated };
         // (a tensor of our own context, freed only with the copy)
         let dst = ctx.dup_tensor(src, "wsp_ggml_backend_graph_copy");
         dst.copy_meta_from(src);
@@ -54,7 +56,7 @@ impl Copier {
         }
         for (j, s) in src.srcs() {
             let s_copy = self.dup(s);
-            dst.set_src(j, s_copy);
+            dst.set_src(j, Some(s_copy));
         }
         let next = self.copies.len() as u32;
         self.ids.get_or_insert_with(src.as_ptr() as usize as u64, || next);
@@ -97,12 +99,14 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
     let func = "wsp_ggml_backend_graph_copy";
     let n = count_reachable(graph);
     let graph_size = graph.n_nodes().max(1);
+    let ctx_allocated = OwnedContext::no_alloc(n, graph_size, func);
+    let ctx_unallocated = OwnedContext::no_alloc(n, 0, func);
     let mut c = Copier {
         ids: PtrMap::new(),
         copies: Vec::with_capacity(n),
         initialised: Vec::with_capacity(n),
-        ctx_allocated: OwnedContext::no_alloc(n, graph_size, func),
-        ctx_unallocated: OwnedContext::no_alloc(n, 0, func),
+        ctx_allocated: &ctx_allocated,
+        ctx_unallocated: &ctx_unallocated,
         to_alloc: Vec::new(),
     };
     c.ids.clear(n);
@@ -130,8 +134,8 @@ pub fn graph_copy(backend: BackendRef, graph: GraphRef) -> GraphCopy {
     }
 
     let node_copy = |node: TensorRef| c.copies[c.ids.get(node.as_ptr() as usize as u64).expect("every node was duplicated") as usize];
-    let nodes = graph.nodes().map(node_copy);
-    GraphCopy::new(buffer, c.ctx_allocated, c.ctx_unallocated, graph_size, nodes, func)
+    let copy_graph = ctx_allocated.new_graph(graph_size, graph.nodes().map(node_copy), func);
+    GraphCopy::new(buffer, ctx_allocated, ctx_unallocated, copy_graph)
 }
 
 /// `wsp_ggml_backend_compare_graph_backend`: `graph` is allocated on
@@ -145,10 +149,9 @@ pub fn compare_graph_backend(backend1: BackendRef, backend2: BackendRef, graph: 
     for i in 0..graph.n_nodes() {
         let (t1, t2) = (graph.node(i), g2.node(i));
         check(t1.op() == t2.op() && t1.same_layout(t2), func, || format!("node {i} differs in the copy"));
-        // (one-node views: of `graph`, whose tensors live on `backend1`, and
-        // of its copy on `backend2`)
-        backend1.compute_view(&graph.view(i, i + 1));
-        backend2.compute_view(&g2.view(i, i + 1));
+        // (of `graph`, whose tensors live on `backend1`, and of its copy on `backend2`)
+        backend1.compute_node(graph, i);
+        backend2.compute_node(g2, i);
         if t1.is_view_op() {
             continue;
         }

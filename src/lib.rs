@@ -43,6 +43,14 @@ mod sys;
 // modules above it name it)
 use handle::talloc;
 
+/// The handle types, for the tests of what the compiler refuses of them
+/// (ffi-tests/tests/handles.rs). Not part of the API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::ggml::{GraphRef, TensorId, TensorRef};
+}
+
 /// Every struct layout fact the crate relies on, as (C expression, value
 /// in this build): ffi-tests compiles the expressions with the target's C
 /// compiler against the original headers and compares. Not part of the C API.

@@ -1,5 +1,6 @@
-//! What the library needs from the platform, through libc only: writing to
-//! stderr, aborting, reading an environment switch and a monotonic clock,
+//! What the library needs from the platform, through libc only: where its
+//! messages go (one place: [`Line::emit`] and [`Line::emit_fatal`]),
+//! aborting, reading an environment switch and a monotonic clock,
 //! knowing which exported function a thread is running (for the
 //! out-of-memory message); and, where the crate is built without std, the
 //! allocator and the panic handler.
@@ -15,13 +16,13 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::Cell;
-use core::ffi::{c_void, CStr};
+use core::ffi::{c_char, c_int, c_void, CStr};
 use core::fmt::{self, Write};
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Write all of `bytes` to stderr (fd 2), as one `write` when it fits.
-pub fn write_stderr(mut bytes: &[u8]) {
+fn write_stderr(mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: the pointer and length describe the live slice `bytes`.
         let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
@@ -32,31 +33,176 @@ pub fn write_stderr(mut bytes: &[u8]) {
     }
 }
 
-/// A line built on the stack, cut at its capacity: messages that must
-/// not allocate (the allocator may be what failed).
+/// How much a message matters: the values of ggml.h's `enum
+/// wsp_ggml_log_level`, which the log callback receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Misuse, out of memory, an internal error: the process aborts after it.
+    Error = 2,
+    /// An allocation that failed where the function returns NULL for it.
+    Warn = 3,
+    /// What `WSP_GGML_SCHED_DEBUG` asks for.
+    Info = 4,
+}
+
+/// The log callback's type: ggml.h's `wsp_ggml_log_callback` (the header
+/// names ggml's typedef, cbindgen.toml keeps this one out of it).
+#[allow(non_camel_case_types)]
+pub type wsp_ggml_log_callback = Option<unsafe extern "C" fn(level: c_int, text: *const c_char, user_data: *mut c_void)>;
+
+/// The log callback (a function pointer, NULL when none) and its user data.
+static LOG_CALLBACK: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static LOG_USER_DATA: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Send every later message to `callback` (with `user_data`), or to the
+/// default destination again when `callback` is None.
+pub fn set_log_callback(callback: wsp_ggml_log_callback, user_data: *mut c_void) {
+    LOG_USER_DATA.store(user_data, Ordering::Release);
+    LOG_CALLBACK.store(callback.map_or(core::ptr::null_mut(), |f| f as *mut c_void), Ordering::Release);
+}
+
+/// Give `line` (the text, then "\n\0") to the log callback if one is set,
+/// else to the platform's destination: logcat on Android when liblog is
+/// loaded, stderr otherwise. Never allocates.
+fn deliver(level: Level, line: &mut [u8]) {
+    debug_assert!(line.ends_with(b"\n\0"));
+    let callback = LOG_CALLBACK.load(Ordering::Acquire);
+    if !callback.is_null() {
+        // SAFETY: a non-NULL value was stored by `set_log_callback` from a
+        // function pointer of this very type.
+        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int, *const c_char, *mut c_void)>(callback) };
+        // SAFETY: `line` is NUL-terminated; the callback is safe to call with
+        // its user data (wsp_ggml_backend_log_set's contract).
+        unsafe { f(level as c_int, line.as_ptr().cast(), LOG_USER_DATA.load(Ordering::Acquire)) };
+        return;
+    }
+    #[cfg(any(target_os = "android", feature = "logcat-on-host"))]
+    if logcat::write(level, line) {
+        return;
+    }
+    write_stderr(&line[..line.len() - 1]);
+}
+
+/// What the platform needs before the process aborts: on Android, the
+/// message as the abort message that crash reports show; everywhere, C's
+/// buffered output flushed (`abort` discards it).
+fn before_abort(line: &mut [u8]) {
+    #[cfg(any(target_os = "android", feature = "logcat-on-host"))]
+    logcat::set_abort_message(line);
+    let _ = line;
+    // SAFETY: fflush(NULL) flushes every output stream; it has no precondition.
+    unsafe { libc::fflush(core::ptr::null_mut()) };
+}
+
+/// Android's two destinations, looked up at run time with `dlsym` (so
+/// that no library is added to what the app links): `__android_log_write`
+/// of liblog, which every app process has loaded, and bionic's
+/// `android_set_abort_message`. With the `logcat-on-host` feature the same
+/// code runs on another system, where a test program defines the two.
+#[cfg(any(target_os = "android", feature = "logcat-on-host"))]
+mod logcat {
+    use super::Level;
+    use core::ffi::{c_char, c_int, c_void, CStr};
+    use core::sync::atomic::{AtomicPtr, Ordering};
+
+    const TAG: &CStr = c"wsp_ggml_backend";
+    /// A looked-up address that is not there.
+    const ABSENT: *mut c_void = 1 as *mut c_void;
+    static LOG_WRITE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+    static SET_ABORT_MESSAGE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+
+    /// The address of `name` in the process, looked up once.
+    fn lookup(cache: &AtomicPtr<c_void>, name: &CStr) -> Option<*mut c_void> {
+        let mut p = cache.load(Ordering::Acquire);
+        if p.is_null() {
+            // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the
+            // libraries the process has loaded.
+            p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            if p.is_null() {
+                p = ABSENT;
+            }
+            cache.store(p, Ordering::Release);
+        }
+        (p != ABSENT).then_some(p)
+    }
+
+    /// android/log.h's priorities.
+    fn priority(level: Level) -> c_int {
+        match level {
+            Level::Error => 6, // ANDROID_LOG_ERROR
+            Level::Warn => 5,  // ANDROID_LOG_WARN
+            Level::Info => 4,  // ANDROID_LOG_INFO
+        }
+    }
+
+    /// `line` (text "\n\0") to logcat, without its newline; false when
+    /// liblog is not loaded.
+    pub fn write(level: Level, line: &mut [u8]) -> bool {
+        let Some(f) = lookup(&LOG_WRITE, c"__android_log_write") else { return false };
+        // SAFETY: dlsym found `__android_log_write`, whose type this is
+        // (android/log.h).
+        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int, *const c_char, *const c_char) -> c_int>(f) };
+        let nl = line.len() - 2;
+        line[nl] = 0;
+        // SAFETY: both strings are NUL-terminated and outlive the call.
+        unsafe { f(priority(level), TAG.as_ptr(), line.as_ptr().cast()) };
+        line[nl] = b'\n';
+        true
+    }
+
+    /// `line` (text "\n\0") as the abort message of the crash report.
+    pub fn set_abort_message(line: &mut [u8]) {
+        let Some(f) = lookup(&SET_ABORT_MESSAGE, c"android_set_abort_message") else { return };
+        // SAFETY: dlsym found bionic's `android_set_abort_message`, whose
+        // type this is (android/set_abort_message.h).
+        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_char)>(f) };
+        let nl = line.len() - 2;
+        line[nl] = 0;
+        // SAFETY: NUL-terminated; bionic copies the text.
+        unsafe { f(line.as_ptr().cast()) };
+        line[nl] = b'\n';
+    }
+}
+
+/// A line built on the stack, cut at its capacity (N - 2 bytes of text:
+/// the newline and the NUL the destinations need take the last two):
+/// messages that must not allocate (the allocator may be what failed).
 pub struct Line<const N: usize> {
     buf: [u8; N],
     len: usize,
 }
 
 impl<const N: usize> Line<N> {
+    const ROOM: usize = N - 2;
+
     pub const fn new() -> Self {
         Line { buf: [0; N], len: 0 }
     }
 
     /// Whether everything written fit.
     pub fn fits(&self) -> bool {
-        self.len < N
+        self.len < Self::ROOM
     }
 
-    /// Write the line, with a newline (the last byte is given to it when
-    /// the line is full), to stderr in one write.
-    pub fn write_line(mut self) {
-        if self.len == N {
-            self.len -= 1;
-        }
+    /// The text, then "\n\0".
+    fn terminated(&mut self) -> &mut [u8] {
         self.buf[self.len] = b'\n';
-        write_stderr(&self.buf[..=self.len]);
+        self.buf[self.len + 1] = 0;
+        &mut self.buf[..self.len + 2]
+    }
+
+    /// Send the line where messages go (see [`deliver`]), as one write.
+    pub fn emit(mut self, level: Level) {
+        deliver(level, self.terminated());
+    }
+
+    /// Send the line where messages go, set it as the abort message where
+    /// the platform has one, flush C's output streams, and abort.
+    pub fn emit_fatal(mut self) -> ! {
+        let line = self.terminated();
+        deliver(Level::Error, line);
+        before_abort(line);
+        abort_now()
     }
 
     #[cfg_attr(any(feature = "std", panic = "unwind"), allow(dead_code))] // (the no_std panic handler's)
@@ -67,26 +213,46 @@ impl<const N: usize> Line<N> {
 
 impl<const N: usize> Write for Line<N> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(N - self.len);
+        let n = s.len().min(Self::ROOM - self.len);
         self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
         Ok(())
     }
 }
 
-/// Write one formatted line to stderr in a single write (lines of
-/// concurrent threads do not interleave). Built on the stack; only a line
-/// longer than 1 KiB is built on the heap.
+/// Send one formatted line (level Info: what `WSP_GGML_SCHED_DEBUG` prints)
+/// where messages go, in a single write (lines of concurrent threads do not
+/// interleave). Built on the stack; only a line longer than 1 KiB is built
+/// on the heap.
 pub fn eprint_line(args: fmt::Arguments<'_>) {
-    let mut line = Line::<1024>::new();
+    let mut line = Line::<1026>::new();
     let _ = line.write_fmt(args);
     if line.fits() {
-        return line.write_line();
+        return line.emit(Level::Info);
     }
     let mut s = String::new();
     let _ = s.write_fmt(args);
     s.push('\n');
-    write_stderr(s.as_bytes());
+    info_text(&mut s);
+}
+
+/// Send `text` (whole lines, each ending with a newline) where messages go,
+/// as one message of level Info; `text` is left empty.
+pub fn info_text(text: &mut String) {
+    if text.is_empty() {
+        return;
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push('\0');
+    // (a String's bytes, given as bytes: the NUL and newline writes of the
+    // destinations keep it ASCII where they touch it)
+    let mut bytes = core::mem::take(text).into_bytes();
+    deliver(Level::Info, &mut bytes);
+    bytes.clear();
+    // (empty, so valid; the capacity is kept for the next lines)
+    *text = String::from_utf8(bytes).unwrap_or_default();
 }
 
 /// The exported function a thread is running, outermost first: set by
@@ -215,15 +381,19 @@ pub fn pending_out_of_memory() -> Option<usize> {
 /// when none is known), then abort. Never allocates.
 #[cold]
 pub fn out_of_memory(func: &str, bytes: usize) -> ! {
-    print_out_of_memory(func, bytes);
-    abort()
+    out_of_memory_line(func, bytes).emit_fatal()
 }
 
+/// Report an allocation that failed where the function returns NULL for it.
 fn print_out_of_memory(func: &str, bytes: usize) {
+    out_of_memory_line(func, bytes).emit(Level::Warn);
+}
+
+fn out_of_memory_line(func: &str, bytes: usize) -> Line<256> {
     let name = current_frame().map_or(func, |f| f.name);
     let mut line = Line::<256>::new();
     let _ = write!(line, "wsp_ggml_backend: {name}: out of memory ({bytes} bytes)");
-    line.write_line();
+    line
 }
 
 /// Box `value`, or report that there was no memory for it.
@@ -262,8 +432,9 @@ macro_rules! errln {
 }
 pub(crate) use errln;
 
-/// Abort the process (SIGABRT), as the original's asserts do.
-pub fn abort() -> ! {
+/// Abort the process (SIGABRT), as the original's asserts do, once the
+/// message is out ([`Line::emit_fatal`], which calls this).
+fn abort_now() -> ! {
     // SAFETY: abort takes no arguments and never returns.
     unsafe { libc::abort() }
 }
@@ -380,8 +551,9 @@ mod no_std_runtime {
     /// hidden: a `#[no_mangle]` Rust function would be exported by the
     /// shared library (and could interpose an app's own Rust runtime).
     extern "C" fn personality_abort() -> ! {
-        super::write_stderr(b"wsp_ggml_backend: an exception unwound into the library, aborting\n");
-        super::abort()
+        let mut m = super::Line::<80>::new();
+        let _ = m.write_str("wsp_ggml_backend: an exception unwound into the library, aborting");
+        m.emit_fatal()
     }
 
     /// The unwinder's entry points that core's and alloc's precompiled code
@@ -473,8 +645,7 @@ mod no_std_runtime {
         }
         let mut m = super::Line::<512>::new();
         let _ = write!(m, "wsp_ggml_backend: internal error (Rust panic), aborting: {info}");
-        m.write_line();
-        super::abort()
+        m.emit_fatal()
     }
 }
 
@@ -529,6 +700,7 @@ mod tests {
         let mut line = Line::<8>::new();
         let _ = write!(line, "0123456789");
         assert!(!line.fits());
-        assert_eq!(line.as_bytes(), b"01234567");
+        assert_eq!(line.as_bytes(), b"012345", "two bytes are kept for the newline and the NUL");
+        assert_eq!(line.terminated(), b"012345\n\0");
     }
 }

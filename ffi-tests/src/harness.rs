@@ -48,22 +48,24 @@ pub fn include_dir() -> PathBuf {
 /// under test. Built once per test process; returns its folder.
 pub fn library_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = crate::headers::workspace_root();
-        let target_dir = root.join("target").join("ffi-lib");
-        let target = env!("FFI_TARGET");
-        let o = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "wsp_ggml_backend", "--profile", "dev-abort", "--target", target])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(&root)
-            .env_remove("CARGO_TARGET_DIR")
-            .output()
-            .expect("run cargo");
-        assert!(o.status.success(), "building the library failed:\n{}", String::from_utf8_lossy(&o.stderr));
-        target_dir.join(target).join("dev-abort")
-    })
-    .clone()
+    DIR.get_or_init(|| build_library("ffi-lib", &[])).clone()
+}
+
+/// `cargo build -p wsp_ggml_backend --profile dev-abort` with `features`,
+/// for the target under test, in `target/<folder>`; returns the folder of
+/// the libraries.
+fn build_library(folder: &str, features: &[&str]) -> PathBuf {
+    let root = crate::headers::workspace_root();
+    let target_dir = root.join("target").join(folder);
+    let target = env!("FFI_TARGET");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "--quiet", "-p", "wsp_ggml_backend", "--profile", "dev-abort", "--target", target]);
+    if !features.is_empty() {
+        cmd.arg("--features").arg(features.join(","));
+    }
+    let o = cmd.arg("--target-dir").arg(&target_dir).current_dir(&root).env_remove("CARGO_TARGET_DIR").output().expect("run cargo");
+    assert!(o.status.success(), "building the library {features:?} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    target_dir.join(target).join("dev-abort")
 }
 
 /// The static library cargo built (see [`library_dir`]): Rust's core,
@@ -77,22 +79,37 @@ pub fn raw_staticlib() -> PathBuf {
 /// Made once per test process, next to the C builds.
 pub fn staticlib() -> PathBuf {
     static SHIPPED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SHIPPED
-        .get_or_init(|| {
-            let raw = raw_staticlib();
-            let out = out_dir().join("dist").join("libwsp_ggml_backend.a");
-            let o = Command::new(crate::headers::workspace_root().join("scripts/staticlib"))
-                // (debug sections kept: sanitizer and valgrind reports name lines)
-                .args(["--keep-debug", "--target", env!("FFI_TARGET"), "--from"])
-                .arg(&raw)
-                .arg("--out")
-                .arg(&out)
-                .output()
-                .expect("run scripts/staticlib");
-            assert!(o.status.success(), "scripts/staticlib failed:\n{}", String::from_utf8_lossy(&o.stderr));
-            out
-        })
-        .clone()
+    SHIPPED.get_or_init(|| ship(&raw_staticlib(), "dist")).clone()
+}
+
+/// `raw` passed through `scripts/staticlib` into `<out_dir>/<folder>`.
+fn ship(raw: &Path, folder: &str) -> PathBuf {
+    let out = out_dir().join(folder).join("libwsp_ggml_backend.a");
+    let o = Command::new(crate::headers::workspace_root().join("scripts/staticlib"))
+        // (debug sections kept: sanitizer and valgrind reports name lines)
+        .args(["--keep-debug", "--target", env!("FFI_TARGET"), "--from"])
+        .arg(raw)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run scripts/staticlib");
+    assert!(o.status.success(), "scripts/staticlib failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// The static library users link (as [`staticlib`]), built with the
+/// crate's `feature` on (e.g. `logcat-on-host`), in a target folder of its
+/// own. Made once per feature and test process.
+pub fn feature_staticlib(feature: &str) -> PathBuf {
+    static MADE: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = made.iter().find(|(f, _)| f == feature) {
+        return p.clone();
+    }
+    let raw = build_library(&format!("ffi-lib-{feature}"), &[feature]).join("libwsp_ggml_backend.a");
+    let out = ship(&raw, &format!("dist-{feature}"));
+    made.push((feature.to_string(), out.clone()));
+    out
 }
 
 /// The target's binutils program `name` (FFI_TOOL_PREFIX: e.g.

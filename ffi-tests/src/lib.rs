@@ -4,3 +4,4 @@
 
 pub mod harness;
 pub mod headers;
+pub mod installed;

@@ -137,6 +137,7 @@ const EXT_EXPORTS: &[&str] = &[
     "wsp_ggml_backend_cpu_set_abort_callback",
     "wsp_ggml_backend_graph_copy",
     "wsp_ggml_backend_graph_copy_free",
+    "wsp_ggml_backend_log_set",
     "wsp_ggml_backend_sched_get_backend",
     "wsp_ggml_backend_sched_get_backend_stats",
     "wsp_ggml_backend_sched_get_buffer_size",

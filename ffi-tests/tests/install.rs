@@ -9,18 +9,9 @@
 
 use ffi_tests::harness;
 use ffi_tests::headers::workspace_root;
+use ffi_tests::installed::{build_with_pkg_config, fresh_dir, ggml_objects, not_on_host, run_ok};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Why these tests cannot run here (another target), or None.
-fn not_on_host() -> Option<String> {
-    let runner = std::env::var("FFI_RUNNER").unwrap_or_default();
-    let (target, host) = (env!("FFI_TARGET"), env!("FFI_HOST"));
-    if target != host || !runner.is_empty() {
-        return Some(format!("skipping: scripts/install installs the host's build ({host}), not {target} (FFI_RUNNER '{runner}')"));
-    }
-    None
-}
 
 /// The commands these tests run, in the placeholder form a reader adapts
 /// (docs/install.md runs its own recipe as written: docs_recipes.rs).
@@ -39,31 +30,6 @@ fn cargo_toml_version() -> String {
     let package = &text[text.find("[package]").expect("[package]")..];
     let line = package.lines().find(|l| l.starts_with("version = \"")).expect("a version line");
     line.trim_start_matches("version = \"").trim_end_matches('"').to_string()
-}
-
-fn run_ok(cmd: &mut Command, what: &str) -> String {
-    let o = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(o.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// ggml's objects, compiled by ffi-tests' build.rs: ggml.o and ggml-quants.o
-/// out of libggml_core.a, ggml-alloc.o out of libggml_alloc_ours.a (compiled
-/// against our headers, as docs/ggml-sources.md says to).
-fn ggml_objects(dir: &Path) -> [(String, PathBuf); 3] {
-    std::fs::create_dir_all(dir).unwrap();
-    for archive in ["libggml_core.a", "libggml_alloc_ours.a"] {
-        run_ok(Command::new("ar").arg("x").arg(harness::out_dir().join(archive)).current_dir(dir), "ar x");
-    }
-    let find = |name: &str| {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().ends_with(&format!("-{name}")))
-            .unwrap_or_else(|| panic!("no *-{name} in {}", dir.display()))
-    };
-    ["ggml.o", "ggml-alloc.o", "ggml-quants.o"].map(|n| (n.to_string(), find(n)))
 }
 
 /// The test program: the CPU backend, its name, and a small graph computed
@@ -112,24 +78,6 @@ fn check_program(exe: &Path, env: &[(&str, &Path)]) {
     assert_eq!(out, expected_output(), "{}", exe.display());
 }
 
-/// Runs the install line (its prefix replaced by `prefix`), with
-/// DESTDIR set or not, building in the release-check target folder (shared
-/// with abi.rs' release test: never the test build's, whose lock cargo
-/// holds while the tests run).
-fn install(prefix: &Path, destdir: Option<&Path>) -> String {
-    let line = INSTALL_LINE;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(&words[..2], ["scripts/install", "--prefix"], "{line}");
-    let root = workspace_root();
-    let mut cmd = Command::new(root.join(words[0]));
-    cmd.arg("--prefix").arg(prefix).args(&words[3..]).env("CARGO_TARGET_DIR", root.join("target").join("release-check"));
-    match destdir {
-        Some(d) => cmd.env("DESTDIR", d),
-        None => cmd.env_remove("DESTDIR"),
-    };
-    run_ok(&mut cmd, &format!("{line} (prefix {})", prefix.display()))
-}
-
 /// Every file the install must write, under `root` (= DESTDIR + prefix).
 fn check_installed_files(root: &Path, listed: &str) {
     let v = cargo_toml_version();
@@ -169,57 +117,9 @@ fn check_installed_files(root: &Path, listed: &str) {
     }
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = harness::out_dir().join("install").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// the pkg-config line, run with its placeholders mapped: `app.c` the
-/// test program, `ggml*.o` ggml's objects, `-Ipath/to/ggml` the folder of
-/// ggml.h, `$(pkg-config ...)` what pkg-config prints for the prefix.
-fn build_with_pkg_config(dir: &Path, pkgconfig_dir: &Path) -> PathBuf {
-    let line = PKG_CONFIG_LINE;
-    std::fs::write(dir.join("app.c"), APP_C).unwrap();
-    let objects = ggml_objects(&dir.join("objects"));
-    let exe = dir.join("app");
-    let mut words = line.split_whitespace();
-    assert_eq!(words.next(), Some("cc"), "{line}");
-    let mut cmd = Command::new(env!("FFI_CC"));
-    let mut pkg_config_args: Option<Vec<String>> = None;
-    for w in words {
-        if let Some(args) = pkg_config_args.as_mut() {
-            args.push(w.trim_end_matches(')').to_string());
-            if w.ends_with(')') {
-                let out = run_ok(Command::new("pkg-config").args(args.iter()).env("PKG_CONFIG_PATH", pkgconfig_dir), "pkg-config");
-                cmd.args(out.split_whitespace());
-                pkg_config_args = None;
-            }
-            continue;
-        }
-        match w {
-            "$(pkg-config" => pkg_config_args = Some(Vec::new()),
-            "app" => {
-                cmd.arg(&exe);
-            }
-            "app.c" => {
-                cmd.arg(dir.join("app.c"));
-            }
-            "-Ipath/to/ggml" => {
-                cmd.arg(format!("-I{}", harness::out_dir().join("common").display()));
-            }
-            other => {
-                match objects.iter().find(|(n, _)| n == other) {
-                    Some((_, path)) => cmd.arg(path),
-                    None => cmd.arg(other),
-                };
-            }
-        }
-    }
-    assert!(pkg_config_args.is_none(), "unterminated $(pkg-config ...) in {line}");
-    run_ok(&mut cmd, &format!("the pkg-config line:\n{line}\n"));
-    exe
+/// The install line (its prefix replaced by `prefix`), with DESTDIR set or not.
+fn install(prefix: &Path, destdir: Option<&Path>) -> String {
+    ffi_tests::installed::install(INSTALL_LINE, prefix, destdir)
 }
 
 /// The CMake lines in a project of their own, placeholders mapped as
@@ -301,7 +201,8 @@ fn install_into_a_prefix_then_link_with_pkg_config() {
         assert!(private.split_whitespace().any(|w| w == l), "--static --libs lacks {l}: {private}");
     }
 
-    let exe = build_with_pkg_config(&dir, &pkgconfig);
+    std::fs::write(dir.join("app.c"), APP_C).unwrap();
+    let exe = build_with_pkg_config(PKG_CONFIG_LINE, &dir, &pkgconfig);
     let libdir = prefix.join("lib");
     check_program(&exe, &[("LD_LIBRARY_PATH", &libdir)]);
     let deps = run_ok(Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", &libdir), "ldd");
@@ -361,4 +262,54 @@ fn bad_usage_is_refused_with_exit_status_2() {
     }
     let help = run_ok(Command::new(&script).arg("--help"), "scripts/install --help");
     assert!(help.contains("--prefix") && help.contains("DESTDIR"), "{help}");
+}
+
+/// Every path under `dir` (folders too), with the content of each file.
+fn tree(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.push((p.clone(), None));
+            out.extend(tree(&p));
+        } else {
+            out.push((p.clone(), Some(std::fs::read(&p).unwrap_or_default())));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `--uninstall` removes exactly what the install wrote: a prefix that
+/// held other files (in the same folders) is left as it was, and a prefix
+/// that was empty is empty again.
+#[test]
+fn uninstall_leaves_the_prefix_as_it_was() {
+    if let Some(why) = not_on_host() {
+        eprintln!("{why}");
+        return;
+    }
+    let dir = fresh_dir("uninstall");
+    let shared = dir.join("shared");
+    for (f, text) in [("lib/libother.so.1", "other"), ("lib/pkgconfig/other.pc", "Name: other"), ("include/other.h", "int other;")] {
+        std::fs::create_dir_all(shared.join(f).parent().unwrap()).unwrap();
+        std::fs::write(shared.join(f), text).unwrap();
+    }
+    std::fs::create_dir_all(shared.join("lib/cmake")).unwrap(); // empty before: stays
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let script = workspace_root().join("scripts/install");
+    for prefix in [&shared, &empty] {
+        let before = tree(prefix);
+        let listed = install(prefix, None);
+        assert!(tree(prefix).len() > before.len(), "installed nothing into {}", prefix.display());
+        let removed = run_ok(Command::new(&script).arg("--prefix").arg(prefix).arg("--uninstall").env_remove("DESTDIR"), "--uninstall");
+        assert_eq!(removed, listed, "--uninstall lists what it removed: what the install listed");
+        let after = tree(prefix);
+        let paths = |t: &[(PathBuf, Option<Vec<u8>>)]| t.iter().map(|(p, _)| p.display().to_string()).collect::<Vec<_>>().join("\n");
+        assert!(after == before, "{} changed:\nbefore:\n{}\nafter:\n{}", prefix.display(), paths(&before), paths(&after));
+    }
+    // once more: nothing left to remove, nothing printed, still success
+    let again = run_ok(Command::new(&script).arg("--prefix").arg(&shared).arg("--uninstall"), "--uninstall again");
+    assert_eq!(again, "");
 }

@@ -13,6 +13,7 @@ use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, EvalCallback, GraphRef, TensorRef};
 use crate::graph_copy;
 use crate::handle::{wsp_ggml_backend_graph_copy, wsp_ggml_backend_t, AbortCallback, BackendRef, CompareCallback, FromC, GraphCopy};
+use crate::platform::wsp_ggml_log_callback;
 use crate::sched::Sched;
 
 /// The library's version, Cargo.toml's (`major.minor.patch`): what the
@@ -53,6 +54,49 @@ const fn parse_u32(s: &str) -> u32 {
 #[no_mangle]
 pub extern "C" fn wsp_ggml_backend_version() -> *const c_char {
     entry!(wsp_ggml_backend_version, || concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast())
+}
+
+/// Sets the function that receives every message of this library, in the
+/// style of upstream ggml's ggml_log_set, or gives the messages back to their
+/// default destination (log_callback NULL).
+///
+/// A message is one line, "wsp_ggml_backend: <function>: <what is wrong>" for
+/// misuse and failures, or what WSP_GGML_SCHED_DEBUG asks the scheduler to
+/// print (one line per node; a blank line and the split's line per split). log_callback(level, text, user_data) receives it with text ending in
+/// a newline, NUL-terminated and valid only during the call, and level one of
+/// ggml.h's enum wsp_ggml_log_level: WSP_GGML_LOG_LEVEL_ERROR for misuse, out of
+/// memory and internal errors (the process then aborts),
+/// WSP_GGML_LOG_LEVEL_WARN for an allocation that failed in a function that
+/// then returns NULL, WSP_GGML_LOG_LEVEL_INFO for the scheduler's debug
+/// output. Messages are built without allocating memory. When the
+/// message reports an error that aborts the process, the callback is called
+/// first; after it returns, the library flushes C's output streams
+/// (fflush(NULL)), on Android sets the message as the abort message of the
+/// crash report, and aborts.
+///
+/// Default destination (no callback): on Android, logcat (tag
+/// "wsp_ggml_backend", through liblog's __android_log_write, looked up at run
+/// time: nothing is added to what the app links), or stderr where liblog is
+/// not loaded; elsewhere, stderr.
+///
+/// Parameters:
+///   log_callback  the callback, or NULL for the default destination.
+///   user_data     passed to every call of log_callback; the library never
+///                 reads it.
+///
+/// Ownership: the library keeps log_callback and user_data until they are
+/// replaced; it never frees user_data.
+///
+/// Errors: none. It allocates no memory.
+///
+/// The setting is global to the process. Set it before other threads use the
+/// library (a message sent while it changes may reach the old callback with
+/// the new user_data). log_callback, if not NULL, must be safe to call from
+/// any thread that uses the library, with user_data, until it is replaced,
+/// and must not call this library.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_log_set(log_callback: wsp_ggml_log_callback, user_data: *mut c_void) {
+    entry!(wsp_ggml_backend_log_set, || crate::platform::set_log_callback(log_callback, user_data))
 }
 
 /// Evaluation callback of a scheduler (wsp_ggml_backend_sched_set_eval_callback).
@@ -326,7 +370,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_reserve(sched: wsp_ggml_backend_
         // SAFETY: `graph` is live for the call (the caller's contract, above).
         let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (the caller's contract, above).
-        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.reserve(graph))
+        unsafe { sched_ref(sched, func) }.reserve(graph)
     })
 }
 

@@ -905,7 +905,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_sched_init_measure(sched: wsp_ggml_bac
         // SAFETY: `measure_graph` is live for the call (the caller's contract, above).
         let graph = unsafe { GraphRef::from_c(measure_graph, func, "measure_graph") };
         // SAFETY: `sched` is NULL (aborts) or live for the call (the caller's contract, above).
-        unsafe { sched_ref(sched, func) }.with_mut(func, |s| s.init_measure(graph))
+        unsafe { sched_ref(sched, func) }.init_measure(graph)
     })
 }
 

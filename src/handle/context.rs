@@ -35,7 +35,7 @@ impl OwnedContext {
     /// A tensor of `src`'s type and shape in this context, without data
     /// (`wsp_ggml_dup_tensor`), live as long as the context; aborts naming
     /// `func` when the context is full.
-    pub fn dup_tensor(&self, src: TensorRef, func: &str) -> TensorRef {
+    pub fn dup_tensor(&self, src: TensorRef, func: &str) -> TensorRef<'_> {
         // SAFETY: a live tensor duplicated into our own live context.
         let dst = unsafe { ggml::wsp_ggml_dup_tensor(self.0, src.as_ptr()) };
         // SAFETY: NULL or a tensor of our context, freed only with it.
@@ -44,8 +44,9 @@ impl OwnedContext {
 
     /// A graph in this context (`wsp_ggml_new_graph_custom`, no gradients)
     /// of `size` nodes at most, holding `nodes` in order; aborts naming
-    /// `func` when ggml cannot make it or `nodes` are more than `size`.
-    fn new_graph(&self, size: usize, nodes: impl Iterator<Item = TensorRef>, func: &str) -> *mut wsp_ggml_cgraph {
+    /// `func` when ggml cannot make it or `nodes` are more than `size`. It
+    /// is read only once the context has an owner ([`GraphCopy::new`]).
+    pub fn new_graph<'t>(&self, size: usize, nodes: impl Iterator<Item = TensorRef<'t>>, func: &str) -> NewGraph {
         // SAFETY: our live context, which has room for a graph of `size` (no_alloc).
         let graph = unsafe { ggml::wsp_ggml_new_graph_custom(self.0, size, false) };
         check(!graph.is_null(), func, || "wsp_ggml_new_graph_custom failed".into());
@@ -58,7 +59,7 @@ impl OwnedContext {
         }
         // SAFETY: as above.
         unsafe { (*graph).n_nodes = n as i32 };
-        graph
+        NewGraph { ctx: self.0, graph }
     }
 }
 
@@ -69,6 +70,13 @@ impl Drop for OwnedContext {
             unsafe { ggml::wsp_ggml_free(self.0) };
         }
     }
+}
+
+/// A graph [`OwnedContext::new_graph`] made, not readable until its
+/// context has an owner.
+pub struct NewGraph {
+    ctx: *mut wsp_ggml_context,
+    graph: *mut wsp_ggml_cgraph,
 }
 
 /// `struct wsp_ggml_backend_graph_copy`: the copy and what owns its memory.
@@ -96,18 +104,10 @@ assert_owning!(GraphCopy);
 
 impl GraphCopy {
     /// The copy: `buffer` (which holds the allocated tensors), the two
-    /// contexts, and a graph of `nodes` built in `ctx_allocated` (room for
-    /// `graph_size` nodes: see [`OwnedContext::no_alloc`]).
-    pub fn new(
-        buffer: OwnedBuffer,
-        ctx_allocated: OwnedContext,
-        ctx_unallocated: OwnedContext,
-        graph_size: usize,
-        nodes: impl Iterator<Item = TensorRef>,
-        func: &str,
-    ) -> GraphCopy {
-        let graph = ctx_allocated.new_graph(graph_size, nodes, func);
-        GraphCopy { buffer: Some(buffer), ctx_allocated, ctx_unallocated, graph }
+    /// contexts, and `graph`, which must be in `ctx_allocated`.
+    pub fn new(buffer: OwnedBuffer, ctx_allocated: OwnedContext, ctx_unallocated: OwnedContext, graph: NewGraph) -> GraphCopy {
+        assert!(graph.ctx == ctx_allocated.0, "the copy's graph is in its allocated context");
+        GraphCopy { buffer: Some(buffer), ctx_allocated, ctx_unallocated, graph: graph.graph }
     }
     /// Take ownership of what C holds.
     ///
@@ -133,7 +133,7 @@ impl GraphCopy {
         wsp_ggml_backend_graph_copy { buffer, ctx_allocated, ctx_unallocated, graph: this.graph }
     }
     /// The copied graph; its tensors live as long as this copy.
-    pub fn graph(&self) -> GraphRef {
+    pub fn graph(&self) -> GraphRef<'_> {
         // SAFETY: a graph of our context, live while we are.
         unsafe { GraphRef::new(self.graph) }.expect("graph_copy makes a graph")
     }

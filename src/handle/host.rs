@@ -133,13 +133,13 @@ impl HostDst<'_> {
 /// `nbytes`: a tensor C passed to a host backend's callback (see the module
 /// doc), for that call.
 #[derive(Clone, Copy)]
-pub struct HostTensor(TensorRef);
+pub struct HostTensor<'a>(TensorRef<'a>);
 
-impl HostTensor {
+impl<'a> HostTensor<'a> {
     /// # Safety
     /// `t`'s data is NULL or host memory readable and writable for
     /// `nbytes(t)` bytes, for as long as the handle is used.
-    pub(super) unsafe fn new(t: TensorRef) -> Self {
+    pub(super) unsafe fn new(t: TensorRef<'a>) -> Self {
         HostTensor(t)
     }
 
@@ -235,7 +235,7 @@ impl AbortCallback {
 /// ggml.c: a graph C passed to a host backend's callback (see the module
 /// doc), for that call.
 #[derive(Clone, Copy)]
-pub struct HostGraph(GraphRef);
+pub struct HostGraph<'a>(GraphRef<'a>);
 
 /// ggml.c's plan for a compute (`wsp_ggml_cplan`), without a work buffer.
 pub struct Cplan(wsp_ggml_cplan);
@@ -247,11 +247,11 @@ impl Cplan {
     }
 }
 
-impl HostGraph {
+impl<'a> HostGraph<'a> {
     /// # Safety
     /// `g`'s tensors are allocated in host memory (each holding its nbytes
     /// where ggml.c computes it), for as long as the handle is used.
-    pub(super) unsafe fn new(g: GraphRef) -> Self {
+    pub(super) unsafe fn new(g: GraphRef<'a>) -> Self {
         HostGraph(g)
     }
 

@@ -57,12 +57,10 @@ impl<'a> BackendRef<'a> {
         self.0.as_ptr()
     }
     pub fn iface(self) -> wsp_ggml_backend_i {
-        // SAFETY: BackendRef invariant.
-        unsafe { self.0.as_ref().iface }
+        crate::ggml::read_field!(self.0.as_ptr(), iface)
     }
     pub fn context(self) -> *mut c_void {
-        // SAFETY: BackendRef invariant.
-        unsafe { self.0.as_ref().context }
+        crate::ggml::read_field!(self.0.as_ptr(), context)
     }
 
     pub fn name(self) -> *const c_char {
@@ -94,6 +92,16 @@ impl<'a> BackendRef<'a> {
     pub fn compute_view(self, view: &crate::ggml::GraphView) {
         let mut g = view.to_c();
         // SAFETY: a view inside a live graph (GraphView's contract).
+        unsafe { self.graph_compute(&mut g) }
+    }
+    /// The backend's graph_compute on node `i` of a live graph alone, as a
+    /// one-node graph without gradients (what `compare_graph_backend`
+    /// hands each backend).
+    pub fn compute_node(self, graph: GraphRef, i: usize) {
+        let mut g = graph.view(i, i + 1).to_c();
+        (g.grads, g.size) = (core::ptr::null_mut(), 1);
+        // SAFETY: one node of a live graph (GraphRef's contract), gradients
+        // left out.
         unsafe { self.graph_compute(&mut g) }
     }
     /// Its name's bytes (`(null)` where get_name gives NULL, as printf).
@@ -410,6 +418,38 @@ impl Drop for OwnedBuffer {
     }
 }
 
+/// Places tensors in one buffer (what `wsp_ggml_tallocr_alloc` writes),
+/// each checked to lie inside it: the planner's offsets become pointers
+/// that C follows only here.
+#[derive(Clone, Copy)]
+pub struct Placer {
+    buffer: wsp_ggml_backend_buffer_t,
+    base: *mut c_void,
+    size: usize,
+    measure: bool,
+}
+
+impl Placer {
+    /// Place `t` at `offset` in the buffer, `size` bytes of it; a
+    /// placement that does not lie inside the buffer stops the call
+    /// (`func`) with a message instead of writing.
+    pub fn place(self, t: TensorRef<'_>, offset: usize, size: usize, func: &str) {
+        let inside = offset.checked_add(size).is_some_and(|end| end <= self.size);
+        if !self.measure && !inside {
+            fatal(
+                func,
+                &format!(
+                    "tensor '{}' placed at offset {offset}, {size} bytes, outside its compute buffer of {} bytes",
+                    t.name_lossy(),
+                    self.size
+                ),
+            );
+        }
+        // (the address derives from the buffer's base: C computes it so)
+        t.set_placement(self.buffer, self.base.cast::<u8>().wrapping_add(offset).cast());
+    }
+}
+
 /// A borrowed buffer: handed to us by C for a call, or borrowed from an
 /// [`OwnedBuffer`] (then it cannot outlive its owner). Invariant: points to
 /// a live `wsp_ggml_backend_buffer` for `'a`. It cannot free the buffer.
@@ -436,23 +476,27 @@ impl<'a> BufferRef<'a> {
     pub fn as_ptr(self) -> wsp_ggml_backend_buffer_t {
         self.0.as_ptr()
     }
-    fn get(&self) -> &'a wsp_ggml_backend_buffer {
-        // SAFETY: BufferRef invariant: live for 'a.
-        unsafe { self.0.as_ref() }
-    }
     pub fn iface(self) -> wsp_ggml_backend_buffer_i {
-        self.get().iface
+        crate::ggml::read_field!(self.0.as_ptr(), iface)
     }
     pub fn backend(self) -> Option<BackendRef<'a>> {
         // SAFETY: the handle's invariant (`new`): the buffer's backend is
         // NULL or a live backend, which outlives its buffers.
-        unsafe { BackendRef::new(self.get().backend) }
+        let p = crate::ggml::read_field!(self.0.as_ptr(), backend);
+        // SAFETY: as above.
+        unsafe { BackendRef::new(p) }
     }
     pub fn size(self) -> usize {
-        self.get().size
+        crate::ggml::read_field!(self.0.as_ptr(), size)
     }
     pub fn context(self) -> *mut c_void {
-        self.get().context
+        crate::ggml::read_field!(self.0.as_ptr(), context)
+    }
+
+    /// A handle that places tensors in this buffer (`measure`: a measure
+    /// allocator's, whose addresses are never used, and are not checked).
+    pub fn placer(self, measure: bool) -> Placer {
+        Placer { buffer: self.as_ptr(), base: self.base(), size: self.size(), measure }
     }
 
     pub fn base(self) -> *mut c_void {
@@ -552,4 +596,4 @@ macro_rules! from_c {
 
 pub(crate) use from_c;
 
-from_c!(TensorRef => wsp_ggml_tensor, GraphRef => wsp_ggml_cgraph, BackendRef<'_> => wsp_ggml_backend, BufferRef<'_> => wsp_ggml_backend_buffer);
+from_c!(TensorRef<'_> => wsp_ggml_tensor, GraphRef<'_> => wsp_ggml_cgraph, BackendRef<'_> => wsp_ggml_backend, BufferRef<'_> => wsp_ggml_backend_buffer);

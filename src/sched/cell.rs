@@ -27,7 +27,7 @@ use core::cell::{Cell, RefCell};
 
 use super::state::Sched;
 use crate::fatal::{check, fatal};
-use crate::ggml::GraphRef;
+use crate::ggml::{GraphRef, HeapTensors};
 
 /// What a scheduler is doing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,6 +46,11 @@ enum Mode {
 pub struct SchedCell {
     mode: Cell<Mode>,
     sched: RefCell<Sched>,
+    /// The input copies: tensors of ours that the caller's graph points at
+    /// during a call. Beside the scheduler, not in it: a call's handles on
+    /// them borrow this set for the call, while the scheduler is borrowed
+    /// and released around user code.
+    copies: HeapTensors,
 }
 
 /// Puts the mode back when a borrow ends.
@@ -59,7 +64,7 @@ impl Drop for Restore<'_> {
 
 impl SchedCell {
     pub fn new(sched: Box<Sched>) -> Box<SchedCell> {
-        Box::new(SchedCell { mode: Cell::new(Mode::Idle), sched: RefCell::new(*sched) })
+        Box::new(SchedCell { mode: Cell::new(Mode::Idle), sched: RefCell::new(*sched), copies: HeapTensors::default() })
     }
 
     /// Abort naming `func` unless the scheduler is idle.
@@ -108,18 +113,36 @@ impl SchedCell {
         self.check_idle(func)
     }
 
-    /// `wsp_ggml_backend_sched_graph_compute`: plan and place (changing
-    /// the scheduler), then compute the splits. While the backends and
-    /// callbacks run, the compute holds only shared borrows, so that calls
-    /// made from there can read the scheduler; each split's statistics are
-    /// written through an exclusive borrow made when no user code runs.
-    pub fn graph_compute(&self, graph: GraphRef) {
+    /// `wsp_ggml_backend_sched_init_measure`.
+    pub fn init_measure<'c>(&'c self, graph: GraphRef<'c>) {
+        let func = "wsp_ggml_backend_sched_init_measure";
+        self.with_mut(func, |s| s.init_measure(graph, &self.copies));
+    }
+
+    /// `wsp_ggml_backend_sched_reserve`.
+    pub fn reserve<'c>(&'c self, graph: GraphRef<'c>) {
+        let func = "wsp_ggml_backend_sched_reserve";
+        self.with_mut(func, |s| s.reserve(graph, &self.copies));
+    }
+
+    /// `wsp_ggml_backend_sched_graph_compute`, the driver of a compute, its
+    /// phases in order: begin the call; split and place (`Sched::prepare`:
+    /// snapshot, reuse or plan, apply; place, growing a buffer that is too
+    /// small), changing the scheduler; exec: per split, copy its inputs and
+    /// compute it; finish (the graph's sources back, the allocators reset).
+    /// While the backends and callbacks run, the compute holds only shared
+    /// borrows, so that calls made from there can read the scheduler; each
+    /// split's statistics are written through an exclusive borrow made when
+    /// no user code runs.
+    pub fn graph_compute<'c>(&'c self, graph: GraphRef<'c>) {
         let func = "wsp_ggml_backend_sched_graph_compute";
-        let n_splits = self.with_mut(func, |s| {
+        let call = self.with_mut(func, |s| {
             check(s.is_measured(), func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            s.prepare(graph, func);
-            s.st.plan.splits.len()
+            let mut call = s.begin_call();
+            s.prepare(graph, &self.copies, &mut call, func);
+            call
         });
+        let n_splits = self.sched.borrow().n_splits();
         self.mode.set(Mode::Computing);
         {
             let _restore = Restore(&self.mode, Mode::Idle);
@@ -128,11 +151,11 @@ impl SchedCell {
             for k in 0..n_splits {
                 // (Computing: user code runs under these shared borrows, and
                 // calls from it only read)
-                let copied = self.sched.borrow().copy_inputs(k, func);
+                let copied = self.sched.borrow().copy_inputs(k, &call.live, func);
                 let at = crate::platform::now_ns();
                 // (no user code runs under the exclusive borrows)
                 self.sched.borrow_mut().record_copies(k, copied, now, at);
-                let go_on = self.sched.borrow().compute_split(k);
+                let go_on = self.sched.borrow().compute_split(k, graph);
                 now = crate::platform::now_ns();
                 self.sched.borrow_mut().record_compute(k, at, now);
                 if !go_on {
@@ -140,6 +163,7 @@ impl SchedCell {
                 }
             }
         }
-        self.with_mut(func, Sched::finish);
+        // (the call's handles end here: `finish` consumes them)
+        self.with_mut(func, move |s| s.finish(call));
     }
 }

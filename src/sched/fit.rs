@@ -16,6 +16,7 @@
 use crate::prelude::*;
 
 use super::galloc::{self, Arenas, ComputeBuffers};
+use super::live::Live;
 use super::plan::place::ArenaSpec;
 use super::state::{BackendRecord, State};
 use crate::handle::BufferRef;
@@ -30,7 +31,12 @@ pub(super) struct NeedsFallback;
 /// buffer and free blocks (what the caller allocated there stays),
 /// borrowed from the records, so that no allocator can be freed meanwhile.
 /// Described in `specs`, whose memory is reused from one plan to the next.
-pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State, specs: &'p mut Vec<ArenaSpec>) -> Arenas<'p, [BackendRecord]> {
+pub(super) fn arenas<'p>(
+    records: &'p [BackendRecord],
+    st: &State,
+    live: &Live,
+    specs: &'p mut Vec<ArenaSpec>,
+) -> Arenas<'p, [BackendRecord]> {
     specs.truncate(records.len());
     specs.resize_with(records.len(), ArenaSpec::default);
     for (spec, talloc) in specs.iter_mut().zip(records.iter().map(|r| &r.talloc)) {
@@ -38,7 +44,7 @@ pub(super) fn arenas<'p>(records: &'p [BackendRecord], st: &State, specs: &'p mu
         galloc::describe(spec, buffer, buffer.alignment().max(1), measure);
         if !talloc.free_blocks(&mut spec.free) {
             // Another ggml-alloc: after what the graph shows is in use.
-            let start = occupied_by_inputs(st, buffer);
+            let start = occupied_by_inputs(st, live, buffer);
             let end = if measure { start.saturating_add(usize::MAX / 2) } else { buffer.size() };
             spec.free.clear();
             spec.free.push((start, end.saturating_sub(start)));
@@ -57,7 +63,7 @@ impl ComputeBuffers for [BackendRecord] {
 /// Bytes at the start of `talloc`'s buffer that the caller already holds
 /// (inputs allocated through `sched_get_tallocr` since the last reset):
 /// the split is placed after them.
-pub(super) fn occupied(talloc: &Tallocr<'static>, st: &State) -> usize {
+pub(super) fn occupied(talloc: &Tallocr<'static>, st: &State, live: &Live) -> usize {
     let buffer = talloc.buffer();
     // Exact: where the allocator's last free block starts, if it reaches
     // the end of the buffer (else all of it is in use).
@@ -68,7 +74,7 @@ pub(super) fn occupied(talloc: &Tallocr<'static>, st: &State) -> usize {
             _ => buffer.size(),
         };
     }
-    occupied_by_inputs(st, buffer)
+    occupied_by_inputs(st, live, buffer)
 }
 
 impl BackendRecord {
@@ -115,7 +121,7 @@ impl BackendRecord {
 
 /// Where the graph's inputs in `buffer` end (from its base): what can be
 /// seen of the caller's allocations there without reading the allocator.
-fn occupied_by_inputs(st: &State, buffer: BufferRef) -> usize {
+fn occupied_by_inputs(st: &State, live: &Live, buffer: BufferRef) -> usize {
     let base_ptr = buffer.base();
     let base = base_ptr as usize;
     let align = buffer.alignment().max(1);
@@ -125,7 +131,7 @@ fn occupied_by_inputs(st: &State, buffer: BufferRef) -> usize {
     // compute, in memory the allocator considers free again.
     let inputs = st.graph.leafs.iter().map(|l| l.0).chain(st.reuse.unlisted.iter().copied());
     inputs
-        .map(|s| st.table.tensor(s))
+        .map(|s| live.get(s))
         .filter(|t| t.buffer() == buffer.as_ptr() && t.view_src().is_none())
         .map(|t| {
             // ggml-alloc pads sizes, not addresses

@@ -22,16 +22,16 @@
 use crate::prelude::*;
 
 use crate::ptrmap::PtrMap;
-use core::ffi::c_void;
 
 use super::ids::{BackendIdx, Slot, SlotId};
+use super::live::Live;
 use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
 use super::plan::Refusal;
 use super::record::{PlaceAnswers, Record, TensorNow};
 use super::table::Table;
 use crate::fatal::fatal;
-use crate::ggml::TensorRef;
-use crate::handle::BufferRef;
+use crate::ggml::{TensorId, TensorRef};
+use crate::handle::{BufferRef, Placer};
 
 // The planner's copy of ggml-alloc's limit is the one sys checks with C.
 const _: () = assert!(super::plan::talloc_model::MAX_FREE_BLOCKS == crate::ggml::TALLOCR_MAX_FREE_BLOCKS);
@@ -102,10 +102,10 @@ pub(super) struct Galloc {
     /// The plan, and what it was loaded with: per tensor id, a table
     /// slot or an extra tensor past the table.
     placement: Placement,
-    /// The extra tensors (ids from the table's size on): view sources the
-    /// table does not hold (none, unless a tensor changed since the table
-    /// was made).
-    extras: Vec<TensorRef>,
+    /// The extra tensors' ids (from the table's size on, their handles in
+    /// the call's `Live` past the table's slots), by address: view sources
+    /// the table does not hold (none, unless a tensor changed since the
+    /// table was made).
     extra: PtrMap,
 }
 
@@ -127,9 +127,11 @@ impl Galloc {
     /// applied again while that holds (a split computed again and again). Err: the first backend whose
     /// buffer is too small (the plan stops there). Aborts naming `func`
     /// where ggml-alloc would crash.
-    pub fn plan<B: ComputeBuffers + ?Sized>(
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan<'c, B: ComputeBuffers + ?Sized>(
         &mut self,
         table: &Table,
+        live: &mut Live<'c>,
         order: &Order,
         arenas: &Arenas<B>,
         ends: Ends,
@@ -141,10 +143,10 @@ impl Galloc {
             Ends::Endless => (false, false),
         };
         log.clear_placement();
-        self.load(table);
+        self.load(table, live);
         // (what it loaded, logged before the plan changes it)
-        let keep = keep && bounded && self.extras.is_empty() && log.place_loaded(self.loaded(table));
-        let mut probe = CPlaceProbe { table, extras: &self.extras, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
+        let keep = keep && bounded && live.len() == table.size() && log.place_loaded(self.loaded(table));
+        let mut probe = CPlaceProbe { table, live, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
         let planned = self.placement.plan(order, arenas.specs, bounded, &mut probe);
         let asked = probe.asked;
         let clean = match planned {
@@ -185,41 +187,41 @@ impl Galloc {
     /// ([`Record::placement_holds`]), given the tensors as they are now and
     /// C's answers now. Then [`Galloc::apply`] places the split as a new
     /// plan would (the plan is a function of exactly what the chapter holds).
-    pub fn still_holds<B: ComputeBuffers + ?Sized>(&self, table: &Table, arenas: &Arenas<B>, log: &Record) -> bool {
-        log.placement_holds(table.generation(), arenas.specs, table.len(), &mut Recheck { table, buffers: arenas.buffers })
+    pub fn still_holds<B: ComputeBuffers + ?Sized>(&self, table: &Table, live: &Live, arenas: &Arenas<B>, log: &Record) -> bool {
+        log.placement_holds(table.generation(), arenas.specs, table.len(), &mut Recheck { table, live, buffers: arenas.buffers })
     }
 
     /// Set the tensors' fields as planned and call the buffers' tensor
     /// callbacks in ggml-alloc's order. `arenas` as for the plan.
     // (never inlined: scripts/callgrind measures the placement apart)
     #[inline(never)]
-    pub fn apply<B: ComputeBuffers + ?Sized>(&self, table: &Table, arenas: &Arenas<B>) {
-        // (the last buffer and its base, read once per run of steps in it:
-        // the tensors' addresses derive from the buffer's, no
-        // integer-to-pointer cast)
-        let mut last: Option<(BackendIdx, BufferRef, *mut c_void)> = None;
+    pub fn apply<B: ComputeBuffers + ?Sized>(&self, live: &Live, arenas: &Arenas<B>, func: &str) {
+        // (the last buffer and its place handle, made once per run of
+        // steps in it: the tensors' addresses derive from the buffer's
+        // base, no integer-to-pointer cast)
+        let mut last: Option<(BackendIdx, BufferRef, Placer)> = None;
         for &step in &self.placement.steps {
             match step {
-                Step::Alloc { id, b, offset } => {
-                    let t = self.tensor(table, id);
-                    let (buffer, at) = match last {
-                        Some((lb, buffer, base)) if lb == b => (buffer, base),
+                Step::Alloc { id, b, offset, size } => {
+                    let t = live.get(id);
+                    let (buffer, placer) = match last {
+                        Some((lb, buffer, placer)) if lb == b => (buffer, placer),
                         _ => {
                             let buffer = arenas.buffer(b.get());
-                            let base = buffer.base();
-                            last = Some((b, buffer, base));
-                            (buffer, base)
+                            let placer = buffer.placer(arenas.specs[b.get()].measure);
+                            last = Some((b, buffer, placer));
+                            (buffer, placer)
                         }
                     };
-                    t.place(buffer.as_ptr(), at.cast::<u8>().wrapping_add(offset).cast());
+                    placer.place(t, offset, size, func);
                     if !arenas.specs[b.get()].measure {
                         buffer.init_tensor(t);
                     }
                 }
                 Step::View { id, b, owner } => {
-                    let t = self.tensor(table, id);
+                    let t = live.get(id);
                     if let Some(owner) = owner {
-                        t.set_view_src(self.tensor(table, owner));
+                        t.set_view_src(live.get(owner));
                     }
                     let v = t.view_src().expect("planned as a view");
                     t.init_view_from_src(v);
@@ -229,7 +231,7 @@ impl Galloc {
                 }
                 Step::Free { id, b } => {
                     if !arenas.specs[b.get()].measure {
-                        arenas.buffer(b.get()).free_tensor(self.tensor(table, id));
+                        arenas.buffer(b.get()).free_tensor(live.get(id));
                     }
                 }
             }
@@ -258,148 +260,149 @@ impl Galloc {
         log.clear_placement();
         self.placement.release();
         self.placement.steps = Vec::new();
-        self.extras = Vec::new();
         self.extra = PtrMap::new();
     }
 
-    /// Tensor `id`: a table slot, or an extra tensor past the table.
-    #[inline(always)]
-    fn tensor(&self, table: &Table, id: Slot) -> TensorRef {
-        tensor_of(table, &self.extras, id)
-    }
-
-    /// Read what the plan needs of every tensor in the table.
+    /// Read what the plan needs of every tensor in the table (the extra
+    /// tensors it finds get handles in `live` past the table's slots).
     // (inlined into `plan`, its one caller: measured a little cheaper)
     #[inline(always)]
-    fn load(&mut self, table: &Table) {
+    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>) {
         let keys = table.keys();
         self.extra.clear(0);
-        self.extras.clear();
+        live.truncate(table.size());
         let slots = self.placement.tensors();
         slots.clear();
         slots.reserve(keys.len());
         let mut unheld = Vec::new();
-        for (t, info) in table.tensors().zip(&table.info) {
-            let Some(t) = t else {
+        for (i, (key, info)) in keys.iter().zip(&table.info).enumerate() {
+            if key.is_none() {
                 slots.push(Tracked::from(Loaded::none()));
                 continue;
+            }
+            let t = live.get(Slot::at(i));
+            let vsrc = match t.view_src_id() {
+                None => None,
+                Some(vid) => match info.view_src().filter(|&v| table.key(v) == Some(vid)) {
+                    Some(v) => Some(v), // as registered (ggml-alloc may have changed it since)
+                    None => {
+                        let v = table.find(vid);
+                        if v.is_none() {
+                            unheld.push(slots.len());
+                        }
+                        v
+                    }
+                },
             };
-            let g = t.get();
-            let vsrc = if g.view_src.is_null() {
-                None
-            } else if let Some(v) = info.view_src().filter(|&v| table.key_ptr(v) == g.view_src) {
-                Some(v) // as registered (ggml-alloc may have changed it since)
-            } else {
-                let v = table.find(g.view_src);
-                if v.is_none() {
-                    unheld.push(slots.len());
-                }
-                v
-            };
-            slots.push(Tracked::from(Loaded { data: g.data as usize, buffer: g.buffer as usize, vsrc, backend: info.assign, op: g.op }));
+            slots.push(Tracked::from(Loaded {
+                data: t.data() as usize,
+                buffer: t.buffer() as usize,
+                vsrc,
+                backend: info.assign,
+                op: t.op(),
+            }));
         }
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
         for i in unheld {
-            let v = self.tensor(table, Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
-            let v = self.id_of(table, v);
+            let v = live.get(Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
+            let v = self.id_of(table, live, v);
             self.placement.tensors()[i].set_vsrc(v);
         }
     }
 
     /// The id of a tensor: its table slot, or an extra id (no backend) if
     /// the table does not hold it.
-    fn id_of(&mut self, table: &Table, t: TensorRef) -> Slot {
-        let p = t.as_ptr();
-        if let Some(slot) = table.find(p) {
+    fn id_of<'c>(&mut self, table: &Table, live: &mut Live<'c>, t: TensorRef<'c>) -> Slot {
+        if let Some(slot) = table.find(t.id()) {
             return slot;
         }
-        if let Some(id) = self.extra.get(p as usize as u64) {
+        let key = t.id().addr() as u64;
+        if let Some(id) = self.extra.get(key) {
             return Slot::new(id);
         }
-        let id = Slot::at(table.size() + self.extras.len());
-        self.extra.insert(p as usize as u64, id.get());
-        self.extras.push(t);
-        let g = t.get();
+        let id = live.push(t);
+        self.extra.insert(key, id.get());
         self.placement.tensors().push(Tracked::from(Loaded {
-            data: g.data as usize,
-            buffer: g.buffer as usize,
-            op: g.op,
+            data: t.data() as usize,
+            buffer: t.buffer() as usize,
+            op: t.op(),
             ..Loaded::none()
         }));
         if let Some(view_src) = t.view_src() {
-            let v = self.id_of(table, view_src);
+            let v = self.id_of(table, live, view_src);
             self.placement.tensors()[id].set_vsrc(v);
         }
         id
     }
 }
 
-/// Tensor `id`: a table slot, or an extra tensor past the table.
+/// What the placement reads of a tensor now.
 #[inline(always)]
-fn tensor_of(table: &Table, extras: &[TensorRef], id: Slot) -> TensorRef {
-    let id = id.index();
-    match table.keys().get(id) {
-        Some(&k) => k.expect("a planned tensor"),
-        None => extras[id - table.size()],
-    }
+fn now(t: TensorRef) -> TensorNow {
+    TensorNow { data: t.data() as usize, buffer: t.buffer() as usize, view_src: t.view_src_id().map_or(0, TensorId::addr), op: t.op() }
+}
+
+/// Every registered tensor of `table`, now.
+#[inline(always)]
+fn each_now<P>(table: &Table, live: &Live, p: &P, mut f: impl FnMut(TensorNow, &P) -> bool) -> bool {
+    table.keys().iter().enumerate().filter(|(_, k)| k.is_some()).all(|(i, _)| f(now(live.get(Slot::at(i))), p))
 }
 
 /// A kept plan's questions asked again, of the table's tensors now (a kept
 /// plan has no extra tensors).
-struct Recheck<'a, B: ComputeBuffers + ?Sized> {
+struct Recheck<'a, 'c, B: ComputeBuffers + ?Sized> {
     table: &'a Table,
+    live: &'a Live<'c>,
     buffers: &'a B,
 }
 
-impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, B> {
+impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, '_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
-        self.buffers.buffer(b.get()).alloc_size(self.table.tensor(id))
+        self.buffers.buffer(b.get()).alloc_size(self.live.get(id))
     }
 
     #[inline(always)]
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
-        self.table.tensor(a).same_layout(self.table.tensor(b))
+        self.live.get(a).same_layout(self.live.get(b))
     }
 
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
-        self.table.tensor(id).get().view_offs
+        self.live.get(id).view_offs()
     }
 
     #[inline(always)]
-    fn each_tensor(&self, mut f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
-        self.table.tensors().flatten().all(|t| {
-            let g = t.get();
-            f(TensorNow { data: g.data as usize, buffer: g.buffer as usize, view_src: g.view_src as usize, op: g.op }, self)
-        })
+    fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
+        each_now(self.table, self.live, self, f)
     }
 
     #[inline(always)]
     fn tensor_at(&self, slot: Slot) -> usize {
-        self.table.key_ptr(slot) as usize
+        self.table.key(slot).map_or(0, TensorId::addr)
     }
 }
 
 /// The placement's questions, answered by C now; logged in `log`'s
 /// placement chapter when there is one (the plan may be kept).
-struct CPlaceProbe<'a, B: ComputeBuffers + ?Sized> {
+struct CPlaceProbe<'a, 'c, B: ComputeBuffers + ?Sized> {
     table: &'a Table,
-    extras: &'a [TensorRef],
+    live: &'a Live<'c>,
     buffers: &'a B,
     log: Option<&'a mut Record>,
     /// The questions asked, logged or not: (sizes, layouts, view offsets).
     asked: [usize; 3],
 }
 
-impl<B: ComputeBuffers + ?Sized> CPlaceProbe<'_, B> {
-    fn tensor(&self, id: Slot) -> TensorRef {
-        tensor_of(self.table, self.extras, id)
+impl<'c, B: ComputeBuffers + ?Sized> CPlaceProbe<'_, 'c, B> {
+    #[inline(always)]
+    fn tensor(&self, id: Slot) -> TensorRef<'c> {
+        self.live.get(id)
     }
 }
 
-impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, B> {
+impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, '_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         self.buffers.buffer(b.get()).alloc_size(self.tensor(id))
@@ -412,22 +415,19 @@ impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, B> {
 
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
-        self.tensor(id).get().view_offs
+        self.tensor(id).view_offs()
     }
 
-    fn each_tensor(&self, mut f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
-        self.table.tensors().flatten().all(|t| {
-            let g = t.get();
-            f(TensorNow { data: g.data as usize, buffer: g.buffer as usize, view_src: g.view_src as usize, op: g.op }, self)
-        })
+    fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
+        each_now(self.table, self.live, self, f)
     }
 
     fn tensor_at(&self, slot: Slot) -> usize {
-        self.tensor(slot).as_ptr() as usize
+        self.tensor(slot).id().addr()
     }
 }
 
-impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, B> {
+impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, '_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         let bytes = PlaceAnswers::alloc_size(self, b, id);
@@ -459,7 +459,7 @@ impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, B> {
     }
 
     fn sources(&mut self, id: Slot) -> Vec<Slot> {
-        self.tensor(id).srcs().filter_map(|(_, s)| self.table.find(s.as_ptr())).collect()
+        self.tensor(id).srcs().filter_map(|(_, s)| self.table.find(s.id())).collect()
     }
 
     fn name(&self, id: Slot) -> String {

@@ -69,6 +69,7 @@ mod cell;
 mod fit;
 mod galloc;
 mod ids;
+mod live;
 mod plan;
 mod probe;
 mod record;
@@ -80,7 +81,7 @@ mod tests;
 
 use crate::copy::tensor_copy_staged;
 use crate::fatal::{check, fatal};
-use crate::ggml::{self, wsp_ggml_tallocr_t, EvalCallback, GraphRef, GraphView, TensorRef};
+use crate::ggml::{self, wsp_ggml_tallocr_t, EvalCallback, GraphRef, GraphView, HeapTensors, TensorRef};
 use crate::handle::wsp_ggml_backend_buffer_t;
 use crate::handle::{tensor_backend, BackendRef};
 use crate::platform::OutOfMemory;
@@ -102,7 +103,8 @@ enum Split {
     New,
 }
 use galloc::{Ends, TooSmall};
-use state::{nanos, refresh_copy, BackendRecord, Phase, State};
+use live::Live;
+use state::{nanos, refresh_copy, BackendRecord, Phase, Redirections, State};
 pub use state::{BackendStats, Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
@@ -122,6 +124,7 @@ impl Sched {
             user: PtrMap::new(),
             eval_callback: None,
             staging: core::cell::Cell::new(Vec::new()),
+            rooms: state::Rooms::default(),
             st: State::default(),
         })
     }
@@ -159,25 +162,25 @@ impl Sched {
 
     pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
         let i = self.index_of(backend, "wsp_ggml_backend_sched_set_node_backend");
-        self.user.insert(node.as_ptr() as usize as u64, i.get() as u32);
+        self.user.insert(node.id().addr() as u64, i.get() as u32);
     }
 
     /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
     /// buffer for `graph`. Calling it again re-measures (the original leaked
     /// and measured with the real allocators: we size as it did).
-    pub fn init_measure(&mut self, graph: GraphRef) {
-        self.measure(graph, false, "wsp_ggml_backend_sched_init_measure");
+    pub fn init_measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors) {
+        self.measure(graph, copies, false, "wsp_ggml_backend_sched_init_measure");
     }
 
     /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
     /// for `graph` too; they grow, never shrink.
-    pub fn reserve(&mut self, graph: GraphRef) {
-        self.measure(graph, true, "wsp_ggml_backend_sched_reserve");
+    pub fn reserve<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors) {
+        self.measure(graph, copies, true, "wsp_ggml_backend_sched_reserve");
     }
 
     /// `grow_only`: `reserve`, whose buffers never shrink (`init_measure`
     /// sizes them as the original does, which can be smaller).
-    fn measure(&mut self, graph: GraphRef, grow_only: bool, func: &str) {
+    fn measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, grow_only: bool, func: &str) {
         // What the placement kept for its memory is sized anew from here
         // (the computes after a measure allocate nothing once they have
         // placed a graph as large).
@@ -187,11 +190,12 @@ impl Sched {
         let kept: Vec<Option<Tallocr<'static>>> =
             self.backends.iter_mut().map(|r| real.then(|| core::mem::replace(&mut r.talloc, Tallocr::measure(r.backend)))).collect();
         self.phase = Phase::Measuring;
-        self.split(graph, func);
+        let mut call = self.begin_call();
+        self.split(graph, copies, &mut call, func);
         self.clear_stats();
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
-        let sizes = self.measure_split(func);
+        let sizes = self.measure_split(&mut call, func);
         // Room for the computes that follow: the table of a graph as large
         // (with the input copies and other tensors this one had) and the
         // placement's state over it, so that they allocate nothing.
@@ -212,7 +216,7 @@ impl Sched {
             // caller's allocations and the splits placed there), and the
             // graph on top of the inputs the caller allocated in it.
             let held = r.retired.iter().map(Tallocr::max_size).fold(old.max_size().max(r.reached), usize::max);
-            let mut size = fit::occupied(&old, &self.st).saturating_add(measured).max(held);
+            let mut size = fit::occupied(&old, &self.st, &call.live).saturating_add(measured).max(held);
             if grow_only {
                 size = size.max(r.buffer_size);
             }
@@ -227,17 +231,21 @@ impl Sched {
         }
         self.backends.iter_mut().for_each(|r| r.retired.clear());
         self.phase = Phase::Ready;
-        self.finish();
+        self.finish(call);
+        // (the call's memory is back in its rooms only now)
+        self.rooms.reserve(slots, tensors);
     }
 
     /// `wsp_ggml_backend_sched_reset`: forget user assignments and the last
     /// split graph (releasing its memory); reset the allocators.
     pub fn reset(&mut self) {
-        self.finish();
+        self.backends.iter().for_each(BackendRecord::reset_allocators);
+        self.user.clear(0);
         self.st.clear_split();
         self.st.table.release();
         self.galloc.release(&mut self.st.reuse);
         self.st.reuse.release();
+        self.rooms.release();
         self.clear_stats();
     }
 
@@ -245,7 +253,7 @@ impl Sched {
     /// and per backend. The one place they are reset (each compute, measure
     /// and reset).
     fn clear_stats(&mut self) {
-        self.st.runs.iter_mut().for_each(|r| r.stats = SplitStats::default());
+        self.st.runs.iter_mut().for_each(|r| *r = SplitStats::default());
         self.backends.iter_mut().for_each(|r| r.stats = BackendStats::default());
     }
 
@@ -263,7 +271,7 @@ impl Sched {
 
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
-        let slot = self.st.table.find(node.as_ptr())?;
+        let slot = self.st.table.find(node.id())?;
         self.st.table.info[slot].assign.map(|a| self.backends[a].backend)
     }
 
@@ -280,7 +288,7 @@ impl Sched {
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
     pub fn split_info(&self, i: usize) -> Option<(BackendRef<'static>, usize, usize, usize, SplitStats)> {
         let s = self.st.plan.splits.get(i)?;
-        let stats = self.st.runs.get(i).map(|r| r.stats).unwrap_or_default();
+        let stats = self.st.runs.get(i).copied().unwrap_or_default();
         Some((self.backends[s.backend].backend, s.i_start, s.i_end, s.inputs.len(), stats))
     }
 
@@ -288,10 +296,18 @@ impl Sched {
         self.backends.iter().find(|r| r.backend == backend).map(|r| r.stats)
     }
 
-    /// Reset allocators, restore the graph's sources, drop user assignments.
-    fn finish(&mut self) {
+    /// The start of a call on a graph: its handles and redirections,
+    /// empty, in the memory kept for them.
+    fn begin_call<'c>(&mut self) -> CallState<'c> {
+        CallState::new(&mut self.rooms)
+    }
+
+    /// The end of a call: give the graph its sources back, keep the call's
+    /// memory, reset the allocators, drop the user's assignments.
+    fn finish(&mut self, call: CallState) {
+        call.redirected.end(&mut self.rooms.redirected);
+        call.live.end(&mut self.rooms.live);
         self.backends.iter().for_each(BackendRecord::reset_allocators);
-        self.st.unpatch();
         self.user.clear(0);
     }
 
@@ -300,10 +316,10 @@ impl Sched {
     // what happened take it exclusively and run none.
 
     /// Copy the inputs of split `k` to its backend; returns the bytes copied.
-    fn copy_inputs(&self, k: usize, func: &str) -> usize {
+    fn copy_inputs(&self, k: usize, live: &Live, func: &str) -> usize {
         let split = &self.st.plan.splits[k];
         let backend = self.backends[split.backend].backend;
-        split.inputs.clone().map(|i| self.copy_input(i, backend, func)).sum()
+        split.inputs.clone().map(|i| self.copy_input(i, backend, live, func)).sum()
     }
 
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
@@ -316,20 +332,21 @@ impl Sched {
         if !split.inputs.is_empty() {
             stats.copy_ns += nanos(from, to);
         }
-        self.st.runs[k].stats.bytes_copied = bytes;
+        self.st.runs[k].bytes_copied = bytes;
     }
 
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
-    fn compute_split(&self, k: usize) -> bool {
-        let backend = self.backends[self.st.plan.splits[k].backend].backend;
-        let view = &self.st.runs[k].view;
+    fn compute_split(&self, k: usize, graph: GraphRef) -> bool {
+        let split = &self.st.plan.splits[k];
+        let backend = self.backends[split.backend].backend;
+        let view = graph.view(split.i_start, split.i_end);
         match self.eval_callback {
             None => {
-                backend.compute_view(view);
+                backend.compute_view(&view);
                 true
             }
-            Some(cb) => compute_observed(view, backend, cb),
+            Some(cb) => compute_observed(&view, backend, cb),
         }
     }
 
@@ -339,10 +356,10 @@ impl Sched {
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
-    fn copy_input(&self, i: usize, backend: BackendRef, func: &str) -> usize {
+    fn copy_input(&self, i: usize, backend: BackendRef, live: &Live, func: &str) -> usize {
         let (input_slot, copy) = self.st.plan.inputs[i];
-        let input = self.st.table.tensor(input_slot);
-        let copy = self.st.copies.get(copy.index());
+        let input = live.get(input_slot);
+        let copy = live.get(self.st.copy_slots[copy.index()]);
         if input.buffer().is_null() {
             if let Some(view_src) = input.view_src() {
                 // A view not initialised yet (as the original does it).
@@ -381,17 +398,15 @@ impl Sched {
     /// `set_node_backend`'s assignments (a backend could not grow its
     /// buffer), they are dropped and the graph is split again: the driver
     /// decides, the placement never calls the passes.
-    pub(super) fn prepare(&mut self, graph: GraphRef, func: &str) {
-        let split = self.split(graph, func);
-        if self.place(split, func).is_ok() {
-            self.clear_stats();
-            return;
-        }
-        self.user.clear(0);
-        self.st.unpatch();
-        let split = self.split(graph, func);
-        if self.place(split, func).is_err() {
-            unreachable!("without user assignments a placement that cannot grow stops with a message");
+    fn prepare<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, func: &str) {
+        let split = self.split(graph, copies, call, func);
+        if self.place(split, call, func).is_err() {
+            self.user.clear(0);
+            call.redirected.unpatch();
+            let split = self.split(graph, copies, call, func);
+            if self.place(split, call, func).is_err() {
+                unreachable!("without user assignments a placement that cannot grow stops with a message");
+            }
         }
         self.clear_stats();
     }
@@ -404,12 +419,12 @@ impl Sched {
     /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
     /// is what the original computes); without assignments to drop, it
     /// stops with a message.
-    fn place(&mut self, split: Split, func: &str) -> Result<(), NeedsFallback> {
+    fn place(&mut self, split: Split, call: &mut CallState, func: &str) -> Result<(), NeedsFallback> {
         let reused = split == Split::Reused;
         if reused {
-            let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
-            if self.galloc.still_holds(&self.st.table, &arenas, &self.st.reuse) {
-                self.galloc.apply(&self.st.table, &arenas);
+            let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
+            if self.galloc.still_holds(&self.st.table, &call.live, &arenas, &self.st.reuse) {
+                self.galloc.apply(&call.live, &arenas, func);
                 self.note_reached();
                 return Ok(());
             }
@@ -423,15 +438,17 @@ impl Sched {
         // margin, and past it the compute stops with a message.
         let rounds = 4 * self.backends.len() + 4;
         for _ in 0..rounds {
-            let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
+            let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
             let st = &mut self.st;
-            let Err(TooSmall(b)) = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func) else {
-                self.galloc.apply(&self.st.table, &arenas);
+            let Err(TooSmall(b)) =
+                self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func)
+            else {
+                self.galloc.apply(&call.live, &arenas, func);
                 self.galloc.clear();
                 self.note_reached();
                 return Ok(());
             };
-            let endless = self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
+            let endless = self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max()[b.get()];
             let have = arenas.specs[b.get()].size;
@@ -476,34 +493,31 @@ impl Sched {
     /// The measure of the split just made: how far into each measure
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
-    fn measure_split(&mut self, func: &str) -> Vec<usize> {
-        let arenas = fit::arenas(&self.backends, &self.st, &mut self.arena_specs);
+    fn measure_split(&mut self, call: &mut CallState, func: &str) -> Vec<usize> {
+        let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
         let st = &mut self.st;
-        if self.galloc.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
+        if self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         self.galloc.clear();
         self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
     }
 
-    /// Print the assignments and splits of the last split to stderr.
-    fn print_assignments(&self, graph: GraphRef) {
+    /// Print the assignments and splits of the last split (where messages go: platform.rs).
+    fn print_assignments(&self, graph: GraphRef, live: &Live) {
         use core::fmt::Write;
         let st = &self.st;
         let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].backend.name_lossy());
         // (one line, one write; a long listing never sits whole in memory)
         let mut out = String::new();
-        let flush = |out: &mut String| {
-            crate::platform::write_stderr(out.as_bytes());
-            out.clear();
-        };
+        let flush = |out: &mut String| crate::platform::info_text(out);
         let mut k = 0;
         for i in 0..graph.n_nodes() {
             if k < st.plan.splits.len() && i == st.plan.splits[k].i_start {
                 let s = &st.plan.splits[k];
                 let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(Some(s.backend)), s.inputs.len());
                 for &(slot, _) in &st.plan.inputs[s.inputs.clone()] {
-                    let t = st.table.tensor(slot);
+                    let t = live.get(slot);
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }
                 let _ = writeln!(out);
@@ -514,7 +528,7 @@ impl Sched {
             if node.is_view_op() {
                 continue;
             }
-            let show = |t: TensorRef| match st.table.find(t.as_ptr()) {
+            let show = |t: TensorRef| match st.table.find(t.id()) {
                 Some(s) => {
                     let info = st.table.info[s];
                     format!("{} [{} {:?}]", t.name_lossy(), name(info.assign), info.rule)
@@ -531,26 +545,44 @@ impl Sched {
     }
 }
 
+/// What one call on a graph holds apart from the scheduler: the handles of
+/// its tensors by slot, and the graph sources it redirected to input
+/// copies. Made at the start of the call ([`Sched::begin_call`]) and ended
+/// with it ([`Sched::finish`]), which gives the graph its sources back.
+struct CallState<'c> {
+    live: Live<'c>,
+    redirected: Redirections<'c>,
+}
+
+impl<'c> CallState<'c> {
+    /// No handle, nothing redirected, in the memory of `rooms`.
+    fn new(rooms: &mut state::Rooms) -> Self {
+        CallState { live: Live::new(&mut rooms.live), redirected: Redirections::new(&mut rooms.redirected) }
+    }
+}
+
 /// Make a split of `graph` in `st`: snapshot (registration), plan, then
-/// apply (copies, patches, the placement's walk, split views). `user`:
-/// the `set_node_backend` assignments, by tensor address. Returns
-/// whether the plan was lenient (see `plan::Planner`); a graph the planner
-/// refuses aborts naming `func`.
-fn make_split(
+/// apply (copies, patches, the placement's walk). `user`: the
+/// `set_node_backend` assignments, by tensor address. Returns whether the
+/// plan was lenient (see `plan::Planner`); a graph the planner refuses
+/// aborts naming `func`.
+#[allow(clippy::too_many_arguments)]
+fn make_split<'c>(
     st: &mut State,
+    call: &mut CallState<'c>,
+    copies: &'c HeapTensors,
     backends: &[BackendRef<'_>],
     settings: Settings<'_>,
     user: &PtrMap,
-    graph: GraphRef,
+    graph: GraphRef<'c>,
     attempt: &Attempt,
     func: &str,
 ) -> Result<bool, Retry> {
-    Registrar { st, backends, user }.index_graph(graph, attempt, func)?;
+    Registrar { st, live: &mut call.live, backends, user }.index_graph(graph, attempt, func)?;
     st.table.accept(attempt)?;
     let planned = {
-        let (keys, slots) = st.table.parts_mut();
-        let mut probe = CProbe::new(keys, backends, &mut st.reuse);
-        plan::plan_split(&mut probe, slots, &st.graph, &st.user_slots, &mut st.plan, settings)
+        let mut probe = CProbe::new(&call.live, backends, &mut st.reuse);
+        plan::plan_split(&mut probe, &mut st.table.info, &st.graph, &st.user_slots, &mut st.plan, settings)
     };
     let (notes, planned) = match planned {
         Ok(p) => (p.notes, Ok(p.lenient)),
@@ -560,10 +592,10 @@ fn make_split(
         crate::platform::errln!("wsp_ggml_backend_sched: {note}");
     }
     let lenient = planned.unwrap_or_else(|Refusal(why)| fatal(func, &why));
-    st.make_copies(backends)?;
-    st.patch();
-    st.build_order();
-    st.view_splits(graph);
+    st.make_copies(backends, copies, &mut call.live)?;
+    call.redirected.apply(&st.plan.patches, &st.graph.srcs, &st.copy_slots, &call.live);
+    st.build_order(&call.live);
+    st.size_runs();
     Ok(lenient)
 }
 
@@ -571,31 +603,32 @@ impl Sched {
     /// Assign every node to a backend and cut the graph into splits; reuse
     /// the last split when the graph and everything it depends on are
     /// unchanged.
-    fn split(&mut self, graph: GraphRef, func: &str) -> Split {
+    fn split<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, func: &str) -> Split {
         let backends = &self.refs[..];
-        let reused = self.user.is_empty() && self.st.still_valid(backends, graph);
+        let reused = self.user.is_empty() && self.st.still_valid(backends, graph, &mut call.live);
         if reused {
             for c in 0..self.st.plan.copy_of.len() {
-                refresh_copy(backends, &mut self.st, c);
+                let copy = refresh_copy(backends, &self.st, copies, &call.live, c);
+                call.live.set(self.st.copy_slots[c], copy);
             }
-            self.st.patch();
-            self.st.view_splits(graph);
+            call.redirected.apply(&self.st.plan.patches, &self.st.graph.srcs, &self.st.copy_slots, &call.live);
+            self.st.size_runs();
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut attempt = self.st.sizing.first_attempt(listed);
             let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
             let lenient = loop {
-                match make_split(&mut self.st, backends, settings, &self.user, graph, &attempt, func) {
+                match make_split(&mut self.st, call, copies, backends, settings, &self.user, graph, &attempt, func) {
                     Ok(lenient) => break lenient,
                     Err(why) => attempt.retry(why, &self.st.table),
                 }
-                self.st.unpatch();
+                call.redirected.unpatch();
             };
             self.st.sizing.split_made(&self.st.table, listed);
             self.st.reuse.standing = Standing::of_split(!self.user.is_empty(), lenient);
         }
         if self.debug {
-            self.print_assignments(graph);
+            self.print_assignments(graph, &call.live);
         }
         if reused {
             Split::Reused

@@ -12,10 +12,11 @@
 use crate::prelude::*;
 
 use super::ids::{BackendIdx, Loc, Slot, SlotId};
+use super::live::Live;
 use super::plan::{NodeInfo, Probe, SlotInfo};
 use super::record::{Answers, Record};
 use super::state::State;
-use super::table::{flags_of, Attempt, Full, Table};
+use super::table::{flags_of, Attempt, Full};
 use crate::fatal::fatal;
 use crate::ggml::{self, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
@@ -23,23 +24,23 @@ use crate::ptrmap::PtrMap;
 
 /// The planner's [`Probe`] over a split's table keys (the tensors of its
 /// slots) and the scheduler's backends, logging into `record`.
-pub(super) struct CProbe<'a> {
-    keys: &'a [Option<TensorRef>],
+pub(super) struct CProbe<'a, 'c> {
+    live: &'a Live<'c>,
     backends: &'a [BackendRef<'a>],
     record: &'a mut Record,
 }
 
-impl<'a> CProbe<'a> {
-    pub fn new(keys: &'a [Option<TensorRef>], backends: &'a [BackendRef<'a>], record: &'a mut Record) -> Self {
-        CProbe { keys, backends, record }
+impl<'a, 'c> CProbe<'a, 'c> {
+    pub fn new(live: &'a Live<'c>, backends: &'a [BackendRef<'a>], record: &'a mut Record) -> Self {
+        CProbe { live, backends, record }
     }
 
-    fn tensor(&self, slot: Slot) -> TensorRef {
-        self.keys[slot].expect("a registered slot")
+    fn tensor(&self, slot: Slot) -> TensorRef<'c> {
+        self.live.get(slot)
     }
 }
 
-impl Probe for CProbe<'_> {
+impl Probe for CProbe<'_, '_> {
     fn nbytes(&mut self, slot: Slot) -> usize {
         let bytes = self.tensor(slot).nbytes();
         self.record.nbytes(slot, bytes);
@@ -71,35 +72,38 @@ impl Probe for CProbe<'_> {
 }
 
 /// The logged questions asked again, of the tensors in `table` now.
-pub(super) struct Again<'a> {
-    pub table: &'a Table,
+pub(super) struct Again<'a, 'c> {
+    pub live: &'a Live<'c>,
     pub backends: &'a [BackendRef<'a>],
 }
 
-impl Answers for Again<'_> {
+impl Answers for Again<'_, '_> {
     fn nbytes(&mut self, slot: Slot) -> usize {
-        self.table.tensor(slot).nbytes()
+        self.live.get(slot).nbytes()
     }
 
     fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool {
-        self.backends[b].supports_op(self.table.tensor(slot))
+        self.backends[b].supports_op(self.live.get(slot))
     }
 }
 
 /// The snapshot: registers the graph's tensors in the split's table.
-pub(super) struct Registrar<'a> {
+pub(super) struct Registrar<'a, 'c> {
     pub st: &'a mut State,
+    /// The handles of the slots registered.
+    pub live: &'a mut Live<'c>,
     pub backends: &'a [BackendRef<'a>],
     /// `set_node_backend` assignments by tensor address: resolved to the
     /// slots of the tensors registered (`State::user_slots`).
     pub user: &'a PtrMap,
 }
 
-impl Registrar<'_> {
+impl<'c> Registrar<'_, 'c> {
     /// Clear the tables and register every leaf, node, source and view source.
-    pub(super) fn index_graph(&mut self, graph: GraphRef, attempt: &Attempt, func: &str) -> Result<(), Full> {
+    pub(super) fn index_graph(&mut self, graph: GraphRef<'c>, attempt: &Attempt, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
         st.table.clear_for(attempt);
+        self.live.reset(st.table.size());
         st.clear_split();
         st.graph.leafs.reserve_exact(graph.n_leafs());
         st.graph.nodes.reserve_exact(graph.n_nodes());
@@ -117,7 +121,7 @@ impl Registrar<'_> {
         }
         // The node before: ggml builds a graph op by op, so a node's source
         // is most often the node just before it, found without hashing.
-        let mut last: Option<(TensorRef, Slot)> = None;
+        let mut last: Option<(TensorRef<'c>, Slot)> = None;
         for (i, node) in graph.node_entries().enumerate() {
             let node = node.unwrap_or_else(|| fatal(func, &format!("graph node {i} is NULL")));
             let slot = self.register_listed(node)?;
@@ -145,8 +149,8 @@ impl Registrar<'_> {
     /// sight. `listed`: `t` is a leaf or node of the graph (the others are
     /// remembered, for reuse.rs to check their locations).
     #[inline(always)]
-    fn register(&mut self, t: TensorRef, listed: bool) -> Result<Slot, Full> {
-        let (slot, new) = self.st.table.insert(t)?;
+    fn register(&mut self, t: TensorRef<'c>, listed: bool) -> Result<Slot, Full> {
+        let (slot, new) = self.st.table.insert(t.id())?;
         if new {
             self.register_new(slot, t, listed)?;
         }
@@ -156,11 +160,11 @@ impl Registrar<'_> {
     /// [`Registrar::register`] for a graph leaf or node: nearly always its
     /// first sight, so all of it inline.
     #[inline(always)]
-    fn register_listed(&mut self, t: TensorRef) -> Result<Slot, Full> {
-        let (slot, new) = self.st.table.insert(t)?;
+    fn register_listed(&mut self, t: TensorRef<'c>) -> Result<Slot, Full> {
+        let (slot, new) = self.st.table.insert(t.id())?;
         if new {
             self.describe(slot, t, true);
-            if t.get().view_src.is_null() {
+            if t.view_src_id().is_none() {
                 return Ok(slot);
             }
             self.register_view_chain(slot, t)?;
@@ -171,16 +175,16 @@ impl Registrar<'_> {
     /// The first sight of `t` (most look-ups find a source already seen as
     /// a node, so this stays out of line).
     #[inline(never)]
-    fn register_new(&mut self, slot: Slot, t: TensorRef, listed: bool) -> Result<(), Full> {
+    fn register_new(&mut self, slot: Slot, t: TensorRef<'c>, listed: bool) -> Result<(), Full> {
         self.describe(slot, t, listed);
         self.register_view_chain(slot, t)
     }
 
     /// Register the tensors whose memory `t` (in `slot`) views.
-    fn register_view_chain(&mut self, slot: Slot, t: TensorRef) -> Result<(), Full> {
+    fn register_view_chain(&mut self, slot: Slot, t: TensorRef<'c>) -> Result<(), Full> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
-            let (s, new) = self.st.table.insert(v)?;
+            let (s, new) = self.st.table.insert(v.id())?;
             self.st.table.info[at].vsrc = Some(s.into());
             if !new {
                 break;
@@ -192,8 +196,9 @@ impl Registrar<'_> {
     }
 
     #[inline(always)]
-    fn describe(&mut self, slot: Slot, t: TensorRef, listed: bool) {
+    fn describe(&mut self, slot: Slot, t: TensorRef<'c>, listed: bool) {
         // (the view source's slot is set when it is registered)
+        self.live.set(slot, t);
         self.st.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.as_ptr() as usize as u64) {

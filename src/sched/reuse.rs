@@ -28,6 +28,7 @@
 //! patches the graph's sources again.
 
 use super::ids::{PackedLoc, Slot};
+use super::live::Live;
 use super::probe::{locate, Again};
 use super::record::Standing;
 use super::state::State;
@@ -59,23 +60,32 @@ impl Locator<'_> {
 }
 
 /// What registration read of the tensors in a table (see table.rs), read
-/// again.
-struct Reread<'a> {
+/// again; every tensor found the same is this call's tensor of its slot.
+struct Reread<'a, 'c> {
     table: &'a Table,
+    live: &'a mut Live<'c>,
     locator: Locator<'a>,
 }
 
-impl Reread<'_> {
-    /// Whether tensor `t` (registered in `slot`) is as registration read
-    /// it: compared field by field as the table stores them.
+impl<'c> Reread<'_, 'c> {
+    /// Whether `t` is the tensor registered in `slot` and as registration
+    /// read it: compared field by field as the table stores them. Its view
+    /// source, found the same, is its slot's tensor too.
     #[inline(always)]
-    fn same(&mut self, t: TensorRef, slot: Slot) -> bool {
+    fn same(&mut self, t: TensorRef<'c>, slot: Slot) -> bool {
+        if self.table.key(slot) != Some(t.id()) {
+            return false;
+        }
         let info = &self.table.info[slot];
-        let view_src = t.get().view_src;
-        let same_vsrc = match info.vsrc {
-            None => view_src.is_null(),
-            Some(v) => view_src == self.table.key_ptr(v.slot()),
+        let same_vsrc = match (info.vsrc, t.view_src()) {
+            (None, None) => true,
+            (Some(v), Some(vt)) if self.table.key(v.slot()) == Some(vt.id()) => {
+                self.live.set(v.slot(), vt);
+                true
+            }
+            _ => false,
         };
+        self.live.set(slot, t);
         same_vsrc && flags_of(t) == info.flags && self.locator.locate(t) == info.packed_loc
     }
 }
@@ -85,39 +95,48 @@ impl State {
     /// the scheduler's, in order).
     // (out of line: inlined into Sched::split, the same loops measured
     // some 24,000 instructions more on a 6000-node graph)
+    /// Every tensor found the same gets its handle in `live` (reset here).
     #[inline(never)]
-    pub(super) fn still_valid(&self, backends: &[BackendRef], graph: GraphRef) -> bool {
+    pub(super) fn still_valid<'c>(&self, backends: &[BackendRef], graph: GraphRef<'c>, live: &mut Live<'c>) -> bool {
         let st = self;
-        let (nodes, leafs) = (graph.node_ptrs(), graph.leaf_ptrs());
-        if st.reuse.standing != Standing::Reusable || nodes.len() != st.graph.nodes.len() || leafs.len() != st.graph.leafs.len() {
+        live.reset(st.table.size());
+        if st.reuse.standing != Standing::Reusable || graph.n_nodes() != st.graph.nodes.len() || graph.n_leafs() != st.graph.leafs.len() {
             return false;
         }
         let table = &st.table;
-        let key = |slot: Slot| table.key_ptr(slot);
-        let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
-        let mut same = |t: TensorRef, slot: Slot| reread.same(t, slot);
+        let mut reread = Reread { table, live, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
-                Some(t) if t.as_ptr() == key(slot) && same(t, slot) => {}
+                Some(t) if reread.same(t, slot) => {}
                 _ => return false,
             }
         }
         let mut start = 0;
         for (node, n) in graph.node_entries().zip(&st.graph.nodes) {
-            let Some(t) = node.filter(|t| t.as_ptr() == key(n.slot)) else {
+            let Some(t) = node else {
                 return false;
             };
             let end = n.srcs_end as usize;
             let srcs = &st.graph.srcs[start..end];
-            let src = &t.get().src;
-            if srcs.iter().zip(src).any(|(&s, &p)| p != key(s)) || src.get(srcs.len()).is_some_and(|p| !p.is_null()) || !same(t, n.slot) {
+            for (j, &s) in srcs.iter().enumerate() {
+                match t.src(j) {
+                    Some(p) if table.key(s) == Some(p.id()) => reread.live.set(s, p),
+                    _ => return false,
+                }
+            }
+            if srcs.len() < crate::ggml::WSP_GGML_MAX_SRC && t.src(srcs.len()).is_some() || !reread.same(t, n.slot) {
                 return false;
             }
             start = end;
         }
-        if !st.reuse.unlisted.iter().all(|&slot| same(st.table.tensor(slot), slot)) {
-            return false;
+        // (each unlisted tensor is a source or view source of one found
+        // above, or of an unlisted one before it: registration's order)
+        for &slot in &st.reuse.unlisted {
+            match reread.live.find(slot) {
+                Some(t) if reread.same(t, slot) => {}
+                _ => return false,
+            }
         }
-        st.reuse.answers_hold(&mut Again { table: &st.table, backends })
+        st.reuse.answers_hold(&mut Again { live: reread.live, backends })
     }
 }

@@ -6,33 +6,45 @@ use crate::prelude::*;
 
 use super::galloc;
 use super::ids::{self, Rule, Slot};
+use super::live::{Live, Room};
 use super::plan::place::Order;
 use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
 use super::record;
 use super::table;
-use crate::ggml::{self, wsp_ggml_tensor, EvalCallback, GraphRef, GraphView, HeapTensor, TensorRef};
+use crate::ggml::{self, EvalCallback, HeapTensors, TensorRef};
 use crate::handle::BackendRef;
 use crate::ptrmap::PtrMap;
 use crate::talloc::Tallocr;
 
-/// The graph sources a split redirects to its input copies, while they are
-/// redirected: (node, source index, original source) of each. Dropped
-/// while they are, it gives the graph its sources back: the caller's graph
-/// never keeps pointers into the scheduler's copies.
-#[derive(Default)]
-pub(super) struct Redirections {
-    applied: Vec<(TensorRef, usize, TensorRef)>,
+/// The graph sources a split redirects to its input copies, for one call:
+/// (node, source index, original source) of each. Dropped while they are
+/// redirected, it gives the graph its sources back: the caller's graph
+/// never keeps pointers into the scheduler's copies past the call.
+pub(super) struct Redirections<'c> {
+    applied: Vec<(TensorRef<'c>, usize, TensorRef<'c>)>,
 }
 
-impl Redirections {
+impl<'c> Redirections<'c> {
+    /// None yet; the memory comes from `room`.
+    pub(super) fn new(room: &mut Room<[usize; 3]>) -> Self {
+        Redirections { applied: room.take() }
+    }
+
+    /// Give the graph its sources back and the memory to `room`.
+    pub(super) fn end(mut self, room: &mut Room<[usize; 3]>) {
+        self.unpatch();
+        room.put(core::mem::take(&mut self.applied));
+    }
+
     /// Point the graph's sources at their input copies as `patches` says
-    /// (slots resolved through `table`, sources' slots in `srcs`).
-    pub(super) fn apply(&mut self, patches: &[Patch], table: &table::Table, srcs: &[Slot], copies: &CopyTensors) {
+    /// (sources' slots in `srcs`, the tensors in `live`).
+    pub(super) fn apply(&mut self, patches: &[Patch], srcs: &[Slot], copy_slots: &[Slot], live: &Live<'c>) {
         debug_assert!(self.applied.is_empty(), "applied once");
         self.applied.reserve_exact(patches.len());
         for p in patches {
-            let (node, original) = (table.tensor(p.node), table.tensor(srcs[p.k as usize]));
-            node.set_src(p.j, copies.get(p.copy.index()));
+            let (node, original) = (live.get(p.node), live.get(srcs[p.k as usize]));
+            let copy = live.get(copy_slots[p.copy.index()]);
+            node.set_src(p.j, Some(copy));
             self.applied.push((node, p.j, original));
         }
     }
@@ -40,17 +52,12 @@ impl Redirections {
     /// Give the graph its sources back (nothing if they are not redirected).
     pub(super) fn unpatch(&mut self) {
         for (node, j, original) in self.applied.drain(..).rev() {
-            node.set_src(j, original);
+            node.set_src(j, Some(original));
         }
-    }
-
-    /// Whether the graph's sources point at copies now.
-    pub(super) fn is_applied(&self) -> bool {
-        !self.applied.is_empty()
     }
 }
 
-impl Drop for Redirections {
+impl Drop for Redirections<'_> {
     fn drop(&mut self) {
         self.unpatch();
     }
@@ -94,12 +101,10 @@ pub(super) struct State {
     /// `set_node_backend` assignments of the split's tensors, by slot
     /// (resolved at registration, for the planner).
     pub(super) user_slots: PtrMap,
-    /// The graph's sources redirected to the copies, while they are.
-    pub(super) redirected: Redirections,
-    /// Input copies (graph nodes point at them). Reused across computes.
-    pub(super) copies: CopyTensors,
-    /// Per split: its graph view, handed to the backend's graph_compute, and its statistics.
-    pub(super) runs: Vec<SplitRun>,
+    /// The table slot of each input copy (`plan.copy_of`'s order).
+    pub(super) copy_slots: Vec<Slot>,
+    /// Per split: what its last compute did.
+    pub(super) runs: Vec<SplitStats>,
     /// The walk of the split's allocation (galloc.rs).
     pub(super) order: Order,
     /// How the next table is sized (table.rs).
@@ -107,14 +112,6 @@ pub(super) struct State {
     /// The record of every tensor the split read, and the supports_op
     /// answers it used, to know whether it still holds (see reuse.rs).
     pub(super) reuse: record::Record,
-}
-
-/// What one split of the current split graph runs on (its view into the
-/// caller's graph) and what its last compute did: the record the C side
-/// keeps per split of the plan (`SplitPlan::splits`, same index).
-pub(super) struct SplitRun {
-    pub(super) view: GraphView,
-    pub(super) stats: SplitStats,
 }
 
 /// What the last compute did on one split.
@@ -211,7 +208,30 @@ pub struct Sched {
     /// copy only through get + set, kept between computes (taken out while
     /// a copy runs: the backends' callbacks may read the scheduler).
     pub(super) staging: core::cell::Cell<Vec<u8>>,
+    /// The memory of each call's own state ([`super::CallState`]).
+    pub(super) rooms: Rooms,
     pub(super) st: State,
+}
+
+/// The memory of a call's handles and redirections, kept between calls.
+#[derive(Default)]
+pub(super) struct Rooms {
+    pub(super) live: Room<Option<core::num::NonZeroUsize>>,
+    pub(super) redirected: Room<[usize; 3]>,
+}
+
+impl Rooms {
+    /// Room for a call on a table of `slots` slots and `tensors` tensors.
+    pub(super) fn reserve(&mut self, slots: usize, tensors: usize) {
+        self.live.reserve(slots);
+        self.redirected.reserve(tensors);
+    }
+
+    /// Give the memory back.
+    pub(super) fn release(&mut self) {
+        self.live.release();
+        self.redirected.release();
+    }
 }
 
 /// The most backends one scheduler takes.
@@ -221,8 +241,8 @@ impl State {
     /// Forget the split (not the memory): the one way to clear it, before
     /// a new one and on `reset`. The sources must be given back first.
     pub(super) fn clear_split(&mut self) {
-        debug_assert!(!self.redirected.is_applied(), "the graph's sources are given back first");
         self.reuse.clear();
+        self.copy_slots.clear();
         self.graph.clear();
         self.plan.clear();
         self.user_slots.clear(0);
@@ -233,7 +253,7 @@ impl State {
     /// The walk of the allocation (galloc.rs): each split's input copies,
     /// then its nodes, with their sources as ggml-alloc would see them
     /// (redirected to the copies).
-    pub(super) fn build_order(&mut self) {
+    pub(super) fn build_order(&mut self, live: &Live) {
         let order = &mut self.order;
         debug_assert!(order.entries.is_empty() && order.srcs.is_empty(), "cleared with the split (clear_split)");
         // (exact: the scheduler holds it between computes)
@@ -242,13 +262,13 @@ impl State {
         // the nodes' sources in place (redirected where patched), then the copies'
         order.srcs.extend_from_slice(&self.graph.srcs);
         for p in &self.plan.patches {
-            order.srcs[p.k as usize] = self.plan.copy_of[p.copy].made();
+            order.srcs[p.k as usize] = self.copy_slots[p.copy.index()];
         }
         for split in &self.plan.splits {
             for &(slot, copy) in &self.plan.inputs[split.inputs.clone()] {
                 let start = order.srcs.len() as u32;
-                order.srcs.extend(copy_sources(self.table.tensor(slot)).filter_map(|s| self.table.find(s.as_ptr())));
-                order.entries.push((self.plan.copy_of[copy].made(), start, order.srcs.len() as u32));
+                order.srcs.extend(copy_sources(live.get(slot)).filter_map(|s| self.table.find(s.id())));
+                order.entries.push((self.copy_slots[copy.index()], start, order.srcs.len() as u32));
             }
             let mut s = if split.i_start == 0 { 0 } else { self.graph.nodes[split.i_start - 1].srcs_end };
             order.entries.extend(self.graph.nodes[split.i_start..split.i_end].iter().map(|n| {
@@ -259,58 +279,47 @@ impl State {
         }
     }
 
-    /// Apply the plan's input copies: each one a tensor of ours with its
-    /// source's layout and name, registered (the placement, galloc.rs,
-    /// allocates it with its backend's allocator).
-    pub(super) fn make_copies(&mut self, backends: &[BackendRef]) -> Result<(), table::Full> {
+    /// Apply the plan's input copies: each one a tensor of ours (in
+    /// `copies`) with its source's layout and name, registered (the
+    /// placement, galloc.rs, allocates it with its backend's allocator).
+    pub(super) fn make_copies<'c>(
+        &mut self,
+        backends: &[BackendRef],
+        copies: &'c HeapTensors,
+        live: &mut Live<'c>,
+    ) -> Result<(), table::Full> {
         for c in 0..self.plan.copy_of.len() {
-            if c == self.copies.len() {
-                self.copies.push_zeroed();
-            }
-            refresh_copy(backends, self, c);
-            let (cslot, _) = self.table.insert(self.copies.get(c))?;
-            let of = &mut self.plan.copy_of[c];
-            of.slot = Some(cslot.into());
+            let copy = refresh_copy(backends, self, copies, live, c);
+            let (cslot, _) = self.table.insert(copy.id())?;
+            live.set(cslot, copy);
+            self.copy_slots.push(cslot);
             let info = &mut self.table.info[cslot];
-            info.assign = Some(of.backend);
+            info.assign = Some(self.plan.copy_of[c].backend);
             info.rule = Rule::InputCopy;
         }
         Ok(())
     }
 
-    /// One graph view per split into the caller's node array.
-    pub(super) fn view_splits(&mut self, graph: GraphRef) {
+    /// Size the splits' statistics to the plan.
+    pub(super) fn size_runs(&mut self) {
         self.runs.clear();
-        self.runs.reserve_exact(self.plan.splits.len());
-        for split in &self.plan.splits {
-            let view = graph.view(split.i_start, split.i_end);
-            self.runs.push(SplitRun { view, stats: SplitStats::default() });
-        }
-    }
-
-    /// Point graph sources at their input copies.
-    pub(super) fn patch(&mut self) {
-        self.redirected.apply(&self.plan.patches, &self.table, &self.graph.srcs, &self.copies);
-    }
-
-    /// Give the graph its sources back.
-    pub(super) fn unpatch(&mut self) {
-        self.redirected.unpatch();
+        self.runs.resize(self.plan.splits.len(), SplitStats::default());
     }
 }
 
-/// Copy `c` as a fresh, unallocated tensor with its source's layout and
-/// name, reading from that source.
-pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut State, c: usize) {
+/// Copy `c` (made if new) as a fresh, unallocated tensor with its source's
+/// layout and name, reading from that source; returns it.
+pub(super) fn refresh_copy<'c>(backends: &[BackendRef], st: &State, copies: &'c HeapTensors, live: &Live<'c>, c: usize) -> TensorRef<'c> {
     let CopyOf { src, backend, .. } = st.plan.copy_of[c];
-    let src = st.table.tensor(src);
+    let src = live.get(src);
     let mut name = [0; ggml::WSP_GGML_MAX_NAME];
     let len = copy_name(backends[backend], src, &mut name);
-    let copy = st.copies.edit(c);
-    ggml::dup_tensor_layout(copy, src, &name[..len]);
+    let copy = copies.fresh(c);
+    copy.reset_as_layout_of(src, &name[..len]);
     for (j, s) in copy_sources(src).enumerate() {
-        copy.src[j] = s.as_ptr();
+        copy.set_src(j, Some(s));
     }
+    copy
 }
 
 /// The sources of an input copy of `src`, in order: the owner of its memory
@@ -320,7 +329,7 @@ pub(super) fn refresh_copy(backends: &[BackendRef], st: &mut State, c: usize) {
 /// its owner goes first, so the view can be initialised (the original
 /// asserted in init_view there). The copy's `src` (`refresh_copy`)
 /// and the placement's walk (`State::build_order`) both read this.
-pub(super) fn copy_sources(src: TensorRef) -> impl Iterator<Item = TensorRef> {
+pub(super) fn copy_sources(src: TensorRef<'_>) -> impl Iterator<Item = TensorRef<'_>> {
     src.view_src().into_iter().chain(core::iter::once(src))
 }
 
@@ -328,37 +337,12 @@ pub(super) fn copy_sources(src: TensorRef) -> impl Iterator<Item = TensorRef> {
 /// (cut to ggml's name length), in `buf`; returns its length.
 pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
     let backend_name = backend.name_bytes();
+    let src_name = src.name();
     let mut n = 0;
-    for part in [backend_name, b"#", src.name().to_bytes()] {
+    for part in [backend_name, b"#", src_name.bytes()] {
         let k = part.len().min(buf.len() - n);
         buf[n..n + k].copy_from_slice(&part[..k]);
         n += k;
     }
     n
-}
-
-/// The input copies: tensors the scheduler owns, on the heap at fixed
-/// addresses (the caller's graph, ggml and the backends reach them there).
-#[derive(Default)]
-pub(super) struct CopyTensors(Vec<HeapTensor>);
-
-impl CopyTensors {
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// One more copy, all zero.
-    pub(super) fn push_zeroed(&mut self) {
-        self.0.push(HeapTensor::zeroed());
-    }
-
-    /// Copy `c`.
-    pub(super) fn get(&self, c: usize) -> TensorRef {
-        self.0[c].handle()
-    }
-
-    /// Copy `c`, to rewrite. No user code may run while the reference lives.
-    pub(super) fn edit(&mut self, c: usize) -> &mut wsp_ggml_tensor {
-        self.0[c].edit()
-    }
 }

@@ -11,7 +11,7 @@ use crate::prelude::*;
 
 use super::ids::Slot;
 use super::plan::SlotInfo;
-use crate::ggml::{wsp_ggml_tensor, TensorRef};
+use crate::ggml::{TensorId, TensorRef};
 
 // What registration reads of a tensor, and a reuse (reuse.rs) reads again
 // and compares: its view source, its flags ([`flags_of`]) and where its
@@ -22,15 +22,15 @@ use crate::ggml::{wsp_ggml_tensor, TensorRef};
 /// [`SlotInfo::COMPUTED`]).
 #[inline]
 pub(super) fn flags_of(t: TensorRef) -> u8 {
-    let g = t.get();
-    let view = crate::ggml::is_view_op(g.op);
+    let op = t.op();
+    let view = crate::ggml::is_view_op(op);
     let mut f = 0;
-    if !g.data.is_null() {
+    if !t.data().is_null() {
         f |= SlotInfo::HAS_DATA;
     }
     if view {
         f |= SlotInfo::VIEW_OP;
-    } else if g.op != crate::ggml::WSP_GGML_OP_NONE {
+    } else if op != crate::ggml::WSP_GGML_OP_NONE {
         f |= SlotInfo::COMPUTED;
     }
     f
@@ -102,8 +102,8 @@ impl Attempt {
 
 #[derive(Default)]
 pub(super) struct Table {
-    /// Tensor addresses; NULL marks a free slot.
-    keys: Vec<Option<TensorRef>>,
+    /// Tensor identities; `None` marks a free slot.
+    keys: Vec<Option<TensorId>>,
     pub info: Vec<SlotInfo>,
     len: usize,
     /// Total distance of the keys from their home slots: every step is one
@@ -184,12 +184,6 @@ impl Table {
         self.modulo = FastMod::new(self.keys.len() as u64);
     }
 
-    /// The keys (each slot's tensor) to read, and each slot's info to
-    /// change: what the passes get (their probe reads the keys).
-    pub fn parts_mut(&mut self) -> (&[Option<TensorRef>], &mut [SlotInfo]) {
-        (&self.keys, &mut self.info)
-    }
-
     /// Forget everything and give the memory back.
     pub fn release(&mut self) {
         *self = Table { generation: self.generation + 1, ..Table::default() };
@@ -198,12 +192,12 @@ impl Table {
     /// The slot of `key` or the free slot where it would go, and how many
     /// slots past its home slot that is.
     #[inline]
-    fn probe(&self, key: *mut wsp_ggml_tensor) -> (usize, usize) {
+    fn probe(&self, key: TensorId) -> (usize, usize) {
         let size = self.keys.len();
-        let mut i = self.modulo.rem(key as u64) as usize;
+        let mut i = self.modulo.rem(key.addr() as u64) as usize;
         let mut steps = 0;
         // Never endless: the table always has free slots (load <= 3/4).
-        while self.keys[i].is_some_and(|k| k.as_ptr() != key) {
+        while self.keys[i].is_some_and(|k| k != key) {
             i += 1;
             steps += 1;
             if i == size {
@@ -215,7 +209,7 @@ impl Table {
 
     /// The slot of `t`, if registered.
     #[inline]
-    pub fn find(&self, t: *mut wsp_ggml_tensor) -> Option<Slot> {
+    pub fn find(&self, t: TensorId) -> Option<Slot> {
         if self.keys.is_empty() {
             return None;
         }
@@ -225,8 +219,8 @@ impl Table {
 
     /// The slot of `t`, registering it if new (`true`).
     #[inline]
-    pub fn insert(&mut self, t: TensorRef) -> Result<(Slot, bool), Full> {
-        let (i, steps) = self.probe(t.as_ptr());
+    pub fn insert(&mut self, t: TensorId) -> Result<(Slot, bool), Full> {
+        let (i, steps) = self.probe(t);
         if self.keys[i].is_some() {
             return Ok((Slot::at(i), false));
         }
@@ -239,16 +233,10 @@ impl Table {
         Ok((Slot::at(i), true))
     }
 
-    /// The tensor in a registered slot.
-    #[inline]
-    pub fn tensor(&self, slot: Slot) -> TensorRef {
-        self.keys[slot].expect("slot is registered")
-    }
-
-    /// The tensor of every slot, in slot order (`None`: a free slot).
-    #[inline]
-    pub fn tensors(&self) -> impl Iterator<Item = Option<TensorRef>> + '_ {
-        self.keys.iter().copied()
+    /// The identity of the tensor in `slot` (`None`: a free slot).
+    #[inline(always)]
+    pub fn key(&self, slot: Slot) -> Option<TensorId> {
+        self.keys[slot]
     }
 
     /// Whether keys sit far from their home slots (more than one step in
@@ -274,18 +262,10 @@ impl Table {
         self.len
     }
 
-    /// The address of slot `slot`'s tensor (NULL: a free slot), to compare
-    /// with the pointers C structs hold.
-    #[inline(always)]
-    pub fn key_ptr(&self, slot: Slot) -> *mut wsp_ggml_tensor {
-        self.keys[slot].map_or(core::ptr::null_mut(), TensorRef::as_ptr)
-    }
-
-    /// All keys (`None`: a free slot). A key is a tensor of the graph
-    /// being computed (a leaf, node, source or view source) or one of our
-    /// input copies, live for the compute (C contract).
+    /// All keys (`None`: a free slot): a tensor of the graph split last
+    /// (a leaf, node, source or view source) or one of the input copies.
     #[inline]
-    pub fn keys(&self) -> &[Option<TensorRef>] {
+    pub fn keys(&self) -> &[Option<TensorId>] {
         &self.keys
     }
 }
@@ -333,7 +313,7 @@ fn is_prime(n: usize) -> bool {
 mod tests {
     use super::*;
 
-    fn tensors(n: usize) -> Vec<wsp_ggml_tensor> {
+    fn tensors(n: usize) -> Vec<crate::ggml::wsp_ggml_tensor> {
         (0..n).map(|_| crate::ggml::zeroed_tensor()).collect()
     }
 
@@ -346,7 +326,7 @@ mod tests {
         let mut full_at = None;
         for (k, b) in ts.iter_mut().enumerate() {
             // (a tensor of `ts`, which outlives the table)
-            let r = TensorRef::of_test(b);
+            let r = TensorRef::of_test(b).id();
             match t.insert(r) {
                 Ok((s, true)) => slots.push(s),
                 Ok((_, false)) => panic!("new key reported as present"),
@@ -359,12 +339,12 @@ mod tests {
         let n = full_at.expect("a table for 10 fills up before 200");
         assert_eq!(n, t.limit);
         for (k, b) in ts.iter_mut().take(n).enumerate() {
-            let r = TensorRef::of_test(b);
-            assert_eq!(t.find(r.as_ptr()), Some(slots[k]));
+            let r = TensorRef::of_test(b).id();
+            assert_eq!(t.find(r), Some(slots[k]));
             assert_eq!(t.insert(r).unwrap(), (slots[k], false));
-            assert_eq!(t.tensor(slots[k]), r);
+            assert_eq!(t.key(slots[k]), Some(r));
         }
-        assert_eq!(t.find(&mut ts[n]), None);
+        assert_eq!(t.find(TensorId::of_ptr(&ts[n])), None);
         assert_eq!(t.keys().iter().filter(|k| k.is_some()).count(), n);
         for &s in &slots {
             t.info[s] = SlotInfo::registered(super::super::ids::Loc::Foreign, SlotInfo::COMPUTED);
@@ -405,7 +385,7 @@ mod tests {
     #[test]
     fn crowding_is_measured() {
         // never dereferenced: the table only hashes and compares addresses
-        let fake = TensorRef::address_only;
+        let fake = TensorId::at_addr;
         let mut t = Table::default();
         t.clear_to(100, 0);
         let size = t.keys().len();

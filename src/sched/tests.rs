@@ -9,34 +9,55 @@ use crate::ptrmap::PtrMap;
 
 use super::galloc::{Arenas, Ends, Galloc, TooSmall};
 use super::ids::Rule;
-use super::make_split;
+use super::live::{Live, Room};
 use super::plan::place::ArenaSpec;
 use super::plan::Settings;
 use super::record::{Record, Standing};
+use super::state::Rooms;
 use super::state::State;
+use super::{make_split, CallState};
 use crate::fake_c::{addr, data, edit, get, view_src, World, OP_ADD, OP_MUL, OP_MUL_MAT};
-use crate::ggml::{wsp_ggml_tensor, WSP_GGML_OP_VIEW};
+use crate::ggml::{wsp_ggml_tensor, GraphRef, HeapTensors, TensorId, WSP_GGML_OP_VIEW};
 use crate::handle::BufferRef;
 
-/// The passes' result for the world's graph (the graph is left patched:
-/// `st.unpatch()` gives it back).
+/// The passes' result for the world's graph (its sources given back).
 fn plan(w: &mut World, user: &PtrMap) -> State {
-    let backends = w.refs();
-    w.with_graph(|graph| plan_graph(&backends, graph, user))
+    split_then(w, user, |_, _| ()).0
 }
 
-fn plan_graph(backends: &[crate::handle::BackendRef], graph: crate::ggml::GraphRef, user: &PtrMap) -> State {
+/// A split of the world's graph, and `f` run during the call that made it
+/// (the graph's sources redirected, the call's handles live); the
+/// sources are given back when the call ends.
+fn split_then<R>(w: &mut World, user: &PtrMap, f: impl for<'c> FnOnce(&mut State, &mut CallState<'c>) -> R) -> (State, R) {
+    let backends = w.refs();
+    w.with_graph(|graph, copies| {
+        let mut rooms = Rooms::default();
+        let mut call = CallState::new(&mut rooms);
+        let mut st = plan_graph(&backends, graph, copies, &mut call, user);
+        let r = f(&mut st, &mut call);
+        drop(call);
+        (st, r)
+    })
+}
+
+fn plan_graph<'c>(
+    backends: &[crate::handle::BackendRef],
+    graph: GraphRef<'c>,
+    copies: &'c HeapTensors,
+    call: &mut CallState<'c>,
+    user: &PtrMap,
+) -> State {
     let mut st = State::default();
     let listed = graph.n_nodes() + graph.n_leafs();
     let mut attempt = st.sizing.first_attempt(listed);
     let accepts_all = vec![false; backends.len()];
     let settings = Settings { accepts_all: &accepts_all, debug: false, measuring: false };
     loop {
-        match make_split(&mut st, backends, settings, user, graph, &attempt, "test") {
+        match make_split(&mut st, call, copies, backends, settings, user, graph, &attempt, "test") {
             Ok(_) => return st,
             Err(why) => {
                 attempt.retry(why, &st.table);
-                st.unpatch();
+                call.redirected.unpatch();
             }
         }
     }
@@ -46,7 +67,7 @@ fn plan_graph(backends: &[crate::handle::BackendRef], graph: crate::ggml::GraphR
 const NO_BACKEND: u16 = u16::MAX;
 
 fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
-    let slot = st.table.find(t).expect("registered");
+    let slot = st.table.find(TensorId::of_ptr(t)).expect("registered");
     let info = st.table.info[slot];
     (info.assign.map_or(NO_BACKEND, |b| b.get() as u16), info.rule)
 }
@@ -63,24 +84,28 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     let n0 = w.node(OP_ADD, 8, &[wa, wa]); // A
     let n1 = w.node(OP_MUL, 8, &[wb, n0]); // B (wb first), needs n0
     let n2 = w.node(OP_ADD, 8, &[wb, n0]); // B, needs n0 again: same copy
-    let st = plan(&mut w, &PtrMap::new());
-    assert_eq!(assigned(&st, n1).0, 1);
-    assert_eq!(splits(&st), vec![(0, 0, 1, 0), (1, 1, 3, 1)]);
-    // both consumers read the one copy of n0 on B
-    let (c1, c2) = (get(n1).src[1], get(n2).src[1]);
-    assert_eq!(c1, c2);
-    assert_ne!(c1, n0);
+    let (st, c1) = split_then(&mut w, &PtrMap::new(), |st, _| {
+        assert_eq!(assigned(st, n1).0, 1);
+        assert_eq!(splits(st), vec![(0, 0, 1, 0), (1, 1, 3, 1)]);
+        // both consumers read the one copy of n0 on B
+        let (c1, c2) = (get(n1).src[1], get(n2).src[1]);
+        assert_eq!(c1, c2);
+        assert_ne!(c1, n0);
+        c1
+    });
     assert_eq!(assigned(&st, c1), (1, Rule::InputCopy));
-    let mut st = st;
-    st.unpatch();
-    assert_eq!(get(n1).src[1], n0, "the graph's sources are given back");
+    assert_eq!(get(n1).src[1], n0, "the graph's sources are given back when the call ends");
 }
 
 /// The world's graph was planned into `st` (and given back): whether the
 /// reuse check accepts it as it is now.
 fn still_valid(w: &mut World, st: &mut State) -> bool {
     let backends = w.refs();
-    w.with_graph(|graph| st.still_valid(&backends, graph))
+    w.with_graph(|graph, _| {
+        let mut room = Room::default();
+        let mut live = Live::new(&mut room);
+        st.still_valid(&backends, graph, &mut live)
+    })
 }
 
 #[test]
@@ -114,7 +139,6 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         let n0 = w.node(OP_ADD, 8, &[xb, wa]);
         let n1 = w.node(OP_MUL, 8, &[n0, xb]);
         let mut st = plan(&mut w, &PtrMap::new());
-        st.unpatch();
         st.reuse.standing = Standing::Reusable;
         assert!(st.reuse.compared_sizes(), "the source rule compared sizes");
         change(&mut w, [wa, xb, n0, n1]);
@@ -162,21 +186,22 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
     let n1 = w.node(OP_ADD, 8, &[n0, wa]); // in place in n0
     let n2 = w.node(OP_MUL_MAT, 8, &[n1, wa]); // not in place: 32 bytes at 32
     let n3 = w.node(OP_MUL_MAT, 8, &[n2, wa]); // n0's memory is free again: at 0
-    let st = plan(&mut w, &PtrMap::new());
     let ta = compute_buffers(&mut w, 1024);
-    let arenas = ta.arenas();
-    let mut g = Galloc::new(crate::ggml::in_place_ops());
-    let mut log = Record::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
-    assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
-    assert_eq!(g.max(), [64]);
-    g.apply(&st.table, &arenas);
-    let base = arenas.specs[0].base;
-    assert_eq!((data(n0), data(n1), data(n2), data(n3)), (base, base, base + 32, base));
-    assert_eq!(view_src(n1), n0, "computed in place: a view of its source");
-    assert!(view_src(n2).is_null() && view_src(n3).is_null());
-    assert_eq!(get(n0).buffer, arenas.buffer(0).as_ptr());
-    assert_eq!(data(wa), 0x1000, "memory that is not the buffer's is never touched");
+    split_then(&mut w, &PtrMap::new(), |st, call| {
+        let arenas = ta.arenas();
+        let mut g = Galloc::new(crate::ggml::in_place_ops());
+        let mut log = Record::default();
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
+        assert_eq!(g.max(), [64]);
+        g.apply(&call.live, &arenas, "test");
+        let base = arenas.specs[0].base;
+        assert_eq!((data(n0), data(n1), data(n2), data(n3)), (base, base, base + 32, base));
+        assert_eq!(view_src(n1), n0, "computed in place: a view of its source");
+        assert!(view_src(n2).is_null() && view_src(n3).is_null());
+        assert_eq!(get(n0).buffer, arenas.buffer(0).as_ptr());
+        assert_eq!(data(wa), 0x1000, "memory that is not the buffer's is never touched");
+    });
 }
 
 /// A buffer too small for the plan: the plan says which, and places
@@ -187,15 +212,18 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
     let wa = w.leaf(8, Some(0));
     let n0 = w.node(OP_MUL_MAT, 8, &[wa, wa]);
     let n1 = w.node(OP_MUL_MAT, 8, &[n0, wa]);
-    let st = plan(&mut w, &PtrMap::new());
     let ta = compute_buffers(&mut w, 48);
-    let arenas = ta.arenas();
-    let mut g = Galloc::new(crate::ggml::in_place_ops());
-    let mut log = Record::default();
-    assert!(matches!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test"), Err(TooSmall(b)) if b.get() == 0));
-    assert_eq!((data(n0), data(n1)), (0, 0));
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
-    assert_eq!(g.max(), [64]);
+    split_then(&mut w, &PtrMap::new(), |st, call| {
+        let arenas = ta.arenas();
+        let mut g = Galloc::new(crate::ggml::in_place_ops());
+        let mut log = Record::default();
+        assert!(
+            matches!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
+        );
+        assert_eq!((data(n0), data(n1)), (0, 0));
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+        assert_eq!(g.max(), [64]);
+    });
 }
 
 /// A view of a tensor the plan allocates is placed in its memory, at its
@@ -208,17 +236,18 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
     let v = w.view(n0, 4);
     edit(v, |t| t.view_offs = 16);
     let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
-    let st = plan(&mut w, &PtrMap::new());
     let mut ta = compute_buffers(&mut w, 1024);
     ta.specs[0].free = vec![(96, 1024 - 96)]; // the caller holds [0, 96)
-    let arenas = ta.arenas();
-    let mut g = Galloc::new(crate::ggml::in_place_ops());
-    let mut log = Record::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
-    g.apply(&st.table, &arenas);
-    let base = arenas.specs[0].base;
-    assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
-    assert_eq!(data(n2), base + 128);
+    split_then(&mut w, &PtrMap::new(), |st, call| {
+        let arenas = ta.arenas();
+        let mut g = Galloc::new(crate::ggml::in_place_ops());
+        let mut log = Record::default();
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        g.apply(&call.live, &arenas, "test");
+        let base = arenas.specs[0].base;
+        assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
+        assert_eq!(data(n2), base + 128);
+    });
 }
 
 /// Reuse replays every supports_op question the plan asked, not a model of
@@ -252,13 +281,11 @@ fn reuse_asks_again_every_question_the_plan_asked() {
     for &(what, change) in cases {
         let (mut w, [_, n2]) = world();
         let mut st = plan(&mut w, &PtrMap::new());
-        st.unpatch();
         assert_eq!(splits(&st), vec![(2, 0, 2, 1)], "one split on B (w0 copied)");
         st.reuse.standing = Standing::Reusable;
         assert!(still_valid(&mut w, &mut st), "nothing changed yet");
         change(&mut w, n2);
-        let mut fresh = plan(&mut w, &PtrMap::new());
-        fresh.unpatch();
+        let fresh = plan(&mut w, &PtrMap::new());
         assert_eq!(splits(&fresh).iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 1], "{what}: a fresh plan splits [B, C]");
         assert!(!still_valid(&mut w, &mut st), "{what}: the last split does not hold");
     }
@@ -275,47 +302,48 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
     let v = w.view(n0, 4);
     let n2 = w.node(OP_MUL_MAT, 4, &[v, wa]);
     let n3 = w.node(OP_MUL_MAT, 4, &[n2, wa]);
-    let st = plan(&mut w, &PtrMap::new());
     let ta = compute_buffers(&mut w, 1024);
-    let arenas = ta.arenas();
-    let mut g = Galloc::new(crate::ggml::in_place_ops());
-    let mut log = Record::default();
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
-    g.apply(&st.table, &arenas);
-    g.clear();
-    assert!(!g.still_holds(&st.table, &arenas, &log), "the tensors were placed since: a new plan reads that");
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
-    g.apply(&st.table, &arenas);
-    g.clear();
-    let placed = [n0, v, n2, n3].map(data);
-    assert!(g.still_holds(&st.table, &arenas, &log), "nothing changed");
-    g.apply(&st.table, &arenas);
-    assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
+    split_then(&mut w, &PtrMap::new(), |st, call| {
+        let arenas = ta.arenas();
+        let mut g = Galloc::new(crate::ggml::in_place_ops());
+        let mut log = Record::default();
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        g.apply(&call.live, &arenas, "test");
+        g.clear();
+        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "the tensors were placed since: a new plan reads that");
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        g.apply(&call.live, &arenas, "test");
+        g.clear();
+        let placed = [n0, v, n2, n3].map(data);
+        assert!(g.still_holds(&st.table, &call.live, &arenas, &log), "nothing changed");
+        g.apply(&call.live, &arenas, "test");
+        assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
 
-    edit(n3, |t| t.data = core::ptr::null_mut());
-    assert!(!g.still_holds(&st.table, &arenas, &log), "a tensor's memory");
-    edit(n3, |t| t.data = addr(placed[3]));
-    assert!(g.still_holds(&st.table, &arenas, &log));
+        edit(n3, |t| t.data = core::ptr::null_mut());
+        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a tensor's memory");
+        edit(n3, |t| t.data = addr(placed[3]));
+        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
 
-    let mut other = ta.specs.clone();
-    other[0].free = vec![(64, 1024 - 64)];
-    let other = Arenas { buffers: &ta.buffers[..], specs: &other };
-    assert!(!g.still_holds(&st.table, &other, &log), "the compute buffer's free blocks");
+        let mut other = ta.specs.clone();
+        other[0].free = vec![(64, 1024 - 64)];
+        let other = Arenas { buffers: &ta.buffers[..], specs: &other };
+        assert!(!g.still_holds(&st.table, &call.live, &other, &log), "the compute buffer's free blocks");
 
-    edit(v, |t| t.view_src = n2);
-    assert!(!g.still_holds(&st.table, &arenas, &log), "a tensor's view source (the plan loaded it)");
-    edit(v, |t| t.view_src = n0);
-    assert!(g.still_holds(&st.table, &arenas, &log));
+        edit(v, |t| t.view_src = n2);
+        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a tensor's view source (the plan loaded it)");
+        edit(v, |t| t.view_src = n0);
+        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
 
-    // (the view has its memory: its offset is not read again)
-    edit(v, |t| t.view_offs = 8);
-    assert!(g.still_holds(&st.table, &arenas, &log), "what the plan did not read");
-    edit(v, |t| t.view_offs = 0);
-    edit(n2, |t| t.ne[0] = 5);
-    assert!(!g.still_holds(&st.table, &arenas, &log), "a question's answer (the size of a tensor it frees)");
-    edit(n2, |t| t.ne[0] = 4);
-    assert!(g.still_holds(&st.table, &arenas, &log));
+        // (the view has its memory: its offset is not read again)
+        edit(v, |t| t.view_offs = 8);
+        assert!(g.still_holds(&st.table, &call.live, &arenas, &log), "what the plan did not read");
+        edit(v, |t| t.view_offs = 0);
+        edit(n2, |t| t.ne[0] = 5);
+        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a question's answer (the size of a tensor it frees)");
+        edit(n2, |t| t.ne[0] = 4);
+        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
 
-    assert!(g.plan(&st.table, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
-    assert!(!g.still_holds(&st.table, &arenas, &log), "an endless (measuring) plan is not kept");
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "an endless (measuring) plan is not kept");
+    });
 }

@@ -776,7 +776,7 @@ impl<P: Probe> Planner<'_, P> {
             return CopyIdx::at(c as usize);
         }
         let c = CopyIdx::at(self.plan.copy_of.len());
-        self.plan.copy_of.push(CopyOf { src: sid, backend: b, last_split: None, slot: None });
+        self.plan.copy_of.push(CopyOf { src: sid, backend: b, last_split: None });
         self.plan.copy_index.insert(key, c.index() as u32);
         c
     }

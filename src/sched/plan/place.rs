@@ -100,8 +100,9 @@ pub(in crate::sched) trait PlaceProbe {
 /// What the allocation does, in ggml-alloc's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::sched) enum Step {
-    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer.
-    Alloc { id: Slot, b: BackendIdx, offset: usize },
+    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer, `size`
+    /// bytes (the buffer's `get_alloc_size`).
+    Alloc { id: Slot, b: BackendIdx, offset: usize, size: usize },
     /// `init_view`; `owner`: the node is computed in place in the memory of
     /// `owner`, which becomes its view source. `b`: the backend whose
     /// buffer initialises it, if any.
@@ -373,7 +374,7 @@ impl Placement {
         s.buffer = arena.buffer;
         s.bytes = bytes;
         self.max[b] = self.max[b].max(offset + size);
-        self.steps.push(Step::Alloc { id, b, offset });
+        self.steps.push(Step::Alloc { id, b, offset, size: bytes });
         Ok(keep)
     }
 

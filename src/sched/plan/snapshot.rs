@@ -142,15 +142,6 @@ pub(in crate::sched) struct CopyOf {
     /// The last split that listed it as an input (dedupes a split's inputs:
     /// all of them are copies to the split's backend, so one per copy suffices).
     pub last_split: Option<SplitIdx>,
-    /// Its table slot (once made).
-    pub slot: Option<SlotId>,
-}
-
-impl CopyOf {
-    /// The copy's slot (it is made once the plan is applied).
-    pub fn made(&self) -> Slot {
-        self.slot.expect("input copies are made before the placement").slot()
-    }
 }
 
 /// A graph `src` slot to redirect to an input copy during the compute.
