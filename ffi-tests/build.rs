@@ -45,6 +45,14 @@ fn main() {
     }
     // ggml-alloc.c includes ggml-backend-impl.h: once per header set.
     c_build(&[&include, &common]).file(common.join("ggml-alloc.c")).compile("ggml_alloc_ours");
+    // The C side of the Rust tests of the scheduler's driver (tests/driver.rs,
+    // which links it with the two libraries above and our rlib).
+    let c_dir = manifest_dir.join("c");
+    for f in ["driver_world.c", "test_backend.c", "test_backend.h"] {
+        println!("cargo:rerun-if-changed={}", c_dir.join(f).display());
+    }
+    c_build(&[&include, &common, &c_dir]).file(c_dir.join("driver_world.c")).file(c_dir.join("test_backend.c")).compile("driver_world");
+    println!("cargo:rustc-link-search=native={}", out.display());
     if !out.join("libggml_alloc_ref.a").exists() {
         c_build(&[&refdir, &common]).file(common.join("ggml-alloc.c")).compile("ggml_alloc_ref");
         c_build(&[&refdir, &common]).file(refdir.join("ggml-backend.c")).compile("ggml_backend_ref");

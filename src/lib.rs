@@ -49,6 +49,8 @@ use handle::talloc;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::ggml::{GraphRef, TensorId, TensorRef};
+    pub use crate::handle::BackendRef;
+    pub use crate::sched::{Sched, SchedCell};
 }
 
 /// Every struct layout fact the crate relies on, as (C expression, value

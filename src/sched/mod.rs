@@ -125,6 +125,7 @@ impl Sched {
             eval_callback: None,
             staging: core::cell::Cell::new(Vec::new()),
             rooms: state::Rooms::default(),
+            splits_made: 0,
             st: State::default(),
         })
     }
@@ -259,6 +260,12 @@ impl Sched {
 
     pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>) {
         self.eval_callback = cb;
+    }
+
+    /// Splits made, not reused, since `sched_new` (for the driver's tests).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn splits_made(&self) -> u64 {
+        self.splits_made
     }
 
     pub fn n_splits(&self) -> usize {
@@ -625,6 +632,7 @@ impl Sched {
                 call.redirected.unpatch();
             };
             self.st.sizing.split_made(&self.st.table, listed);
+            self.splits_made += 1;
             self.st.reuse.standing = Standing::of_split(!self.user.is_empty(), lenient);
         }
         if self.debug {

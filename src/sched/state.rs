@@ -210,6 +210,9 @@ pub struct Sched {
     pub(super) staging: core::cell::Cell<Vec<u8>>,
     /// The memory of each call's own state ([`super::CallState`]).
     pub(super) rooms: Rooms,
+    /// Splits made (not reused) since `sched_new`: what the driver's tests
+    /// observe of reuse and of the fallback re-split.
+    pub(super) splits_made: u64,
     pub(super) st: State,
 }
 
