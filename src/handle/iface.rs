@@ -138,7 +138,7 @@ pub fn is_impl<B: BackendImpl>(backend: BackendRef) -> bool {
 /// longer than the borrowed handle, which is valid for the call that made it.
 pub fn context_of<'a, B: BackendImpl>(backend: &'a BackendRef, func: &str) -> &'a B {
     check(is_impl::<B>(*backend), func, || {
-        format!("backend '{}' is not a {} backend", backend.name_lossy(), B::NAME.to_str().unwrap_or("?"))
+        format!("backend '{}' is not a {} backend", backend.name_lossy(), String::from_utf8_lossy(B::NAME.to_bytes()))
     });
     // SAFETY: a backend with B's table is one backend_new::<B> made: its
     // context is a Box<B>, freed only with the backend (the `free`
