@@ -1,10 +1,12 @@
 //! Copying a tensor between backends.
 
+#![forbid(unsafe_code)]
+
 use crate::prelude::*;
 
 use crate::fatal::check;
 use crate::ggml::TensorRef;
-use crate::handle::{backend_of, tensor_get, tensor_set};
+use crate::handle::{backend_of, tensor_get_bytes, tensor_set_bytes};
 
 const FUNC: &str = "wsp_ggml_backend_tensor_copy";
 
@@ -29,21 +31,12 @@ pub fn tensor_copy_staged(src: TensorRef, dst: TensorRef, staging: &mut Vec<u8>)
     let dst_backend = backend_of(dst, FUNC, "dst");
     let src_backend = backend_of(src, FUNC, "src");
 
-    if let Some(from) = dst_backend.iface().cpy_tensor_from {
-        // SAFETY: the destination backend's own callback with live tensors.
-        unsafe { from(dst_backend.as_ptr(), src.as_ptr(), dst.as_ptr()) };
-    } else if let Some(to) = src_backend.iface().cpy_tensor_to {
-        // SAFETY: the source backend's own callback with live tensors.
-        unsafe { to(src_backend.as_ptr(), src.as_ptr(), dst.as_ptr()) };
-    } else {
-        let nbytes = src.nbytes();
-        staging.clear();
-        staging.resize(nbytes, 0);
-        // SAFETY: `staging` holds `nbytes` bytes, read and written only here
-        // (each call synchronizes its backend before returning).
-        unsafe {
-            tensor_get(src, staging.as_mut_ptr().cast(), 0, nbytes);
-            tensor_set(dst, staging.as_ptr().cast(), 0, nbytes);
-        }
+    if dst_backend.try_cpy_tensor_from(src, dst) || src_backend.try_cpy_tensor_to(src, dst) {
+        return;
     }
+    let nbytes = src.nbytes();
+    staging.clear();
+    staging.resize(nbytes, 0);
+    tensor_get_bytes(src, 0, staging);
+    tensor_set_bytes(dst, 0, staging);
 }

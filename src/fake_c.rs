@@ -50,16 +50,43 @@ extern "C" fn wsp_ggml_op_name(op: c_int) -> *const c_char {
     }
 }
 
-// The CPU backend's interface (which `is_cpu` compares with) links these;
-// the passes never compute.
+// ggml.c's compute, as far as the CPU backend's trampolines need it
+// (handle/iface.rs tests them): a plan of 16 bytes of work per node and
+// the thread count asked; a compute that writes the whole work buffer (as
+// ggml.c may), asks the abort callback before each node and, unless it
+// says stop, counts the node computed in its `op_params[0]`.
 #[no_mangle]
-extern "C" fn wsp_ggml_graph_plan(_g: *mut wsp_ggml_cgraph, _n_threads: c_int) -> crate::ggml::wsp_ggml_cplan {
-    unreachable!("the passes never compute")
+extern "C" fn wsp_ggml_graph_plan(g: *mut wsp_ggml_cgraph, n_threads: c_int) -> crate::ggml::wsp_ggml_cplan {
+    // SAFETY: the tests' own graphs.
+    let n = unsafe { (*g).n_nodes } as usize;
+    crate::ggml::wsp_ggml_cplan {
+        work_size: 16 * n,
+        work_data: core::ptr::null_mut(),
+        n_threads,
+        abort_callback: None,
+        abort_callback_data: core::ptr::null_mut(),
+    }
 }
 
 #[no_mangle]
-extern "C" fn wsp_ggml_graph_compute(_g: *mut wsp_ggml_cgraph, _plan: *mut crate::ggml::wsp_ggml_cplan) -> c_int {
-    unreachable!("the passes never compute")
+extern "C" fn wsp_ggml_graph_compute(g: *mut wsp_ggml_cgraph, plan: *mut crate::ggml::wsp_ggml_cplan) -> c_int {
+    // SAFETY: the tests' own graphs, and a plan whose work buffer holds
+    // work_size bytes (what the code under test promises ggml.c).
+    unsafe {
+        let plan = &*plan;
+        if plan.work_size > 0 {
+            core::ptr::write_bytes(plan.work_data, 0xab, plan.work_size);
+        }
+        for i in 0..(*g).n_nodes as usize {
+            if let Some(stop) = plan.abort_callback {
+                if stop(plan.abort_callback_data) {
+                    return 1;
+                }
+            }
+            (**(*g).nodes.add(i)).op_params[0] += 1;
+        }
+    }
+    0
 }
 
 // --- a little world of backends, buffers and tensors ----------------------

@@ -5,8 +5,9 @@
 //!
 //! Everything that dereferences a tensor or graph pointer lives in this module,
 //! behind [`TensorRef`] and [`GraphRef`], so the rest of the crate reads ggml
-//! objects through small, named accessors (one exception: `graph_copy.rs`
-//! fills the node list of the graph it has just created).
+//! objects through small, named accessors (exceptions, in the wrapper
+//! layer: `handle::context` fills the node list of a graph it has just
+//! created, `handle::host` copies a graph struct into a graph plan).
 
 #![allow(non_camel_case_types)]
 

@@ -6,13 +6,14 @@
 //! the order `scripts/layers` lists (the one place it is written, and
 //! checked): plain data and libc at the bottom (`prelude`, `platform`,
 //! `fatal`, `ptrmap`, `sys`), the safe handles on C's objects (`ggml`,
-//! `handle`, `talloc`), tensor copies, the CPU backend and graph copies
-//! (`copy`, `cpu`, `graph_copy`), the scheduler (`sched`), and the exports
-//! (`ffi`, thin and boring). `unsafe` lives only in the boundary layer the
-//! script names (the modules whose job is C, each unsafe block with its
-//! `// SAFETY:` line); the scheduler forbids it. `fake_c` (unit tests
-//! only) is a C world of plain structs for the tests of modules without
-//! `unsafe`.
+//! `handle`: also ggml-alloc's allocator, `talloc`, and the trampolines
+//! that fill C's interface tables from safe Rust), tensor copies, the CPU
+//! backend and graph copies (`copy`, `cpu`, `graph_copy`), the scheduler
+//! (`sched`), and the exports (`ffi`, thin and boring). `unsafe` lives only
+//! in the boundary layer the script names (the modules whose job is C, each
+//! unsafe block with its `// SAFETY:` line); `copy`, `cpu`, `graph_copy`
+//! and the scheduler forbid it. `fake_c` (unit tests only) is a C world of
+//! plain structs for the tests of modules without `unsafe`.
 //!
 //! Only `ffi` is public: everything the library offers is its C API; the
 //! other modules are private, so that the dead-code lint sees all of them.
@@ -38,7 +39,9 @@ mod prelude;
 mod ptrmap;
 mod sched;
 mod sys;
-mod talloc;
+// (ggml-alloc's allocator is the wrapper layer's, named here as the
+// modules above it name it)
+use handle::talloc;
 
 /// The handle types, for the tests of what the compiler refuses of them
 /// (ffi-tests/tests/handles.rs). Not part of the API.

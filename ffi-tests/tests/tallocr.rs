@@ -1,7 +1,7 @@
 //! The scheduler with a ggml-alloc whose allocator struct is not laid out as
 //! whisper.cpp 1.5's: the library reads that private struct to place a split
 //! after what the caller allocated through `sched_get_tallocr`, validating
-//! it field by field first (src/talloc.rs, `read_tallocr`). Here the C
+//! it field by field first (src/handle/talloc.rs, `read_tallocr`). Here the C
 //! programs are linked with a ggml-alloc.c whose struct differs (its code
 //! unchanged otherwise), so nothing validates and every compute takes the
 //! fallback (the caller's allocations are seen through the graph's inputs).

@@ -11,8 +11,8 @@ use core::ffi::{c_char, c_int, c_void};
 use super::sched_handle::{sched_ref, wsp_ggml_backend_sched_t};
 use crate::fatal::fatal;
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, EvalCallback, GraphRef, TensorRef};
-use crate::graph_copy::{self, wsp_ggml_backend_graph_copy};
-use crate::handle::{wsp_ggml_backend_t, BackendRef, FromC};
+use crate::graph_copy;
+use crate::handle::{wsp_ggml_backend_graph_copy, wsp_ggml_backend_t, AbortCallback, BackendRef, CompareCallback, FromC, GraphCopy};
 use crate::platform::wsp_ggml_log_callback;
 use crate::sched::Sched;
 
@@ -512,7 +512,10 @@ pub unsafe extern "C" fn wsp_ggml_backend_cpu_set_abort_callback(
     entry!(wsp_ggml_backend_cpu_set_abort_callback, |func| {
         // SAFETY: `backend_cpu` is live for the call (the caller's contract, above).
         let backend_cpu = unsafe { BackendRef::from_c(backend_cpu, func, "backend_cpu") };
-        crate::cpu::set_abort_callback(backend_cpu, abort_callback, abort_callback_data)
+        // SAFETY: `abort_callback`, when set, is safe to call with its data
+        // until replaced (the caller's contract, above).
+        let callback = unsafe { AbortCallback::new(abort_callback, abort_callback_data) };
+        crate::cpu::set_abort_callback(backend_cpu, callback)
     })
 }
 
@@ -579,7 +582,7 @@ pub unsafe extern "C" fn wsp_ggml_backend_graph_copy(
 pub unsafe extern "C" fn wsp_ggml_backend_graph_copy_free(copy: wsp_ggml_backend_graph_copy) {
     entry!(wsp_ggml_backend_graph_copy_free, || {
         // SAFETY: a copy made by graph_copy, handed over to be freed once (the caller's contract, above).
-        unsafe { graph_copy::GraphCopy::from_c(copy) }.free()
+        unsafe { GraphCopy::from_c(copy) }.free()
     })
 }
 
@@ -634,8 +637,9 @@ pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
         // SAFETY: `graph` is live for the call (the caller's contract, above).
         let g = unsafe { GraphRef::from_c(graph, func, "graph") };
         let cb = callback.unwrap_or_else(|| fatal(func, "argument 'callback' is NULL"));
-        // SAFETY: the graph is allocated on `backend1`; `callback` is safe to
-        // call with `user_data` (the caller's contract, above).
-        unsafe { graph_copy::compare_graph_backend(b1, b2, g, cb, user_data) }
+        // SAFETY: `callback` is safe to call with `user_data` (the caller's
+        // contract, above).
+        let callback = unsafe { CompareCallback::new(cb, user_data) };
+        graph_copy::compare_graph_backend(b1, b2, g, callback)
     })
 }

@@ -1,19 +1,17 @@
 //! Handles on C's backends and buffers: every call on one goes through its
 //! `iface`, so backends and buffers written in C (Metal, test backends) keep
 //! working unchanged. Here too: the one place where C's pointers become
-//! handles ([`FromC`]), and the host-buffer interface of CPU buffers (so
-//! that a buffer without a backend is known as host memory).
-
-#![allow(non_camel_case_types)]
+//! handles ([`FromC`]), and tensor reads and writes through a tensor's
+//! backend.
 
 use crate::prelude::*;
 
 use core::ffi::{c_char, c_void, CStr};
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
-use core::ptr::{self, NonNull};
+use core::ptr::NonNull;
 
-use crate::fatal::{check, fatal, guard_callback};
+use crate::fatal::{check, fatal};
 use crate::ggml::{wsp_ggml_cgraph, wsp_ggml_tensor, GraphRef, TensorRef};
 pub use crate::sys::{wsp_ggml_backend, wsp_ggml_backend_graph_plan_t, wsp_ggml_backend_i, wsp_ggml_backend_t};
 pub use crate::sys::{wsp_ggml_backend_buffer, wsp_ggml_backend_buffer_context_t, wsp_ggml_backend_buffer_i, wsp_ggml_backend_buffer_t};
@@ -94,6 +92,16 @@ impl<'a> BackendRef<'a> {
     pub fn compute_view(self, view: &crate::ggml::GraphView) {
         let mut g = view.to_c();
         // SAFETY: a view inside a live graph (GraphView's contract).
+        unsafe { self.graph_compute(&mut g) }
+    }
+    /// The backend's graph_compute on node `i` of a live graph alone, as a
+    /// one-node graph without gradients (what `compare_graph_backend`
+    /// hands each backend).
+    pub fn compute_node(self, graph: GraphRef, i: usize) {
+        let mut g = graph.view(i, i + 1).to_c();
+        (g.grads, g.size) = (core::ptr::null_mut(), 1);
+        // SAFETY: one node of a live graph (GraphRef's contract), gradients
+        // left out.
         unsafe { self.graph_compute(&mut g) }
     }
     /// Its name's bytes (`(null)` where get_name gives NULL, as printf).
@@ -177,6 +185,22 @@ impl<'a> BackendRef<'a> {
         let f = slot!(self, graph_compute, "wsp_ggml_backend_graph_compute");
         // SAFETY: the backend's own callback on the caller's graph.
         unsafe { f(self.as_ptr(), graph) }
+    }
+    /// The backend's `cpy_tensor_from` (`src` into `dst`, which is on this
+    /// backend); false, and nothing done, where the slot is NULL.
+    pub fn try_cpy_tensor_from(self, src: TensorRef, dst: TensorRef) -> bool {
+        let Some(f) = self.iface().cpy_tensor_from else { return false };
+        // SAFETY: the backend's own callback with live tensors.
+        unsafe { f(self.as_ptr(), src.as_ptr(), dst.as_ptr()) };
+        true
+    }
+    /// The backend's `cpy_tensor_to` (`src`, which is on this backend, into
+    /// `dst`); false, and nothing done, where the slot is NULL.
+    pub fn try_cpy_tensor_to(self, src: TensorRef, dst: TensorRef) -> bool {
+        let Some(f) = self.iface().cpy_tensor_to else { return false };
+        // SAFETY: the backend's own callback with live tensors.
+        unsafe { f(self.as_ptr(), src.as_ptr(), dst.as_ptr()) };
+        true
     }
     /// The backend's `supports_op`; a backend without one (this
     /// generation's CUDA backend) accepts every op: the original's scheduler
@@ -287,6 +311,20 @@ pub unsafe fn tensor_get(t: TensorRef, data: *mut c_void, offset: usize, size: u
     // SAFETY: `t` is allocated on `backend`; `data` is the caller's (its contract).
     unsafe { backend.get_tensor_async(t, data, offset, size) };
     backend.synchronize();
+}
+
+/// [`tensor_set`] of the bytes of `src`, at `offset`.
+pub fn tensor_set_bytes(t: TensorRef, offset: usize, src: &[u8]) {
+    // SAFETY: a slice is readable for its length, and is borrowed until
+    // tensor_set has synchronized the backend.
+    unsafe { tensor_set(t, src.as_ptr().cast(), offset, src.len()) }
+}
+
+/// [`tensor_get`] into `dst`, from `offset`.
+pub fn tensor_get_bytes(t: TensorRef, offset: usize, dst: &mut [u8]) {
+    // SAFETY: a slice is writable for its length, and is borrowed (and so
+    // not otherwise accessed) until tensor_get has synchronized the backend.
+    unsafe { tensor_get(t, dst.as_mut_ptr().cast(), offset, dst.len()) }
 }
 
 /// `wsp_ggml_backend_tensor_set_async`.
@@ -471,17 +509,6 @@ impl<'a> BufferRef<'a> {
         base
     }
 
-    pub fn alignment(self) -> usize {
-        match self.backend() {
-            Some(backend) => backend.alignment(),
-            // A buffer made by `cpu_buffer_from_ptr(NULL, ..)` (as ggml-alloc.c
-            // does) has no backend; it is CPU memory, so it has the CPU alignment.
-            // The original dereferenced NULL here.
-            None if is_cpu_buffer(self) => TENSOR_ALIGNMENT,
-            None => fatal("wsp_ggml_backend_buffer_get_alignment", "buffer has no backend"),
-        }
-    }
-
     pub fn alloc_size(self, tensor: TensorRef) -> usize {
         match self.iface().get_alloc_size {
             // SAFETY: the buffer's own callback on its buffer and a live tensor.
@@ -503,78 +530,6 @@ impl<'a> BufferRef<'a> {
             unsafe { f(self.as_ptr(), tensor.as_ptr()) }
         }
     }
-}
-
-// --- host buffers -------------------------------------------------------
-
-/// Alignment of CPU buffers and of tensors in them (enough for AVX-512).
-pub const TENSOR_ALIGNMENT: usize = 64;
-
-/// CPU (host) buffers, made by the CPU backend (cpu.rs) and over caller
-/// memory (`cpu_buffer_from_ptr`): `context` is the base pointer;
-/// `free_buffer` frees it. Defined here, below the CPU backend, so that a
-/// buffer without a backend is known as host memory (`is_cpu_buffer`).
-static CPU_BUFFER_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
-    free_buffer: Some(cpu_buffer_free_buffer),
-    get_base: Some(cpu_buffer_get_base),
-    get_alloc_size: None, // defaults to wsp_ggml_nbytes
-    init_tensor: None,
-    free_tensor: None,
-};
-
-/// Buffers over caller memory: nothing to free.
-static CPU_BUFFER_FROM_PTR_I: wsp_ggml_backend_buffer_i = wsp_ggml_backend_buffer_i {
-    free_buffer: None,
-    get_base: Some(cpu_buffer_get_base),
-    get_alloc_size: None,
-    init_tensor: None,
-    free_tensor: None,
-};
-
-/// A copy of a host-buffer interface table, read so that every copy holds
-/// the one address stored in the static (see cpu::is_cpu).
-pub fn cpu_buffer_iface(from_ptr: bool) -> wsp_ggml_backend_buffer_i {
-    let table = if from_ptr { &CPU_BUFFER_FROM_PTR_I } else { &CPU_BUFFER_I };
-    // SAFETY: reading a plain-data static through a valid reference.
-    unsafe { ptr::read_volatile(table) }
-}
-
-/// Buffers made by the CPU backend (owned or over caller memory).
-pub fn is_cpu_buffer(buffer: BufferRef) -> bool {
-    let base = fn_addr(buffer.iface().get_base);
-    // SAFETY: reading one field of each plain-data static (see cpu::is_cpu).
-    let (own, from_ptr) = unsafe {
-        (ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_I.get_base)), ptr::read_volatile(ptr::addr_of!(CPU_BUFFER_FROM_PTR_I.get_base)))
-    };
-    base == fn_addr(own) || base == fn_addr(from_ptr)
-}
-
-pub fn fn_addr<F: Copy>(f: Option<F>) -> Option<usize> {
-    // SAFETY: F is always a function-pointer type here (same size as usize);
-    // only its address is taken.
-    f.map(|f| unsafe { core::mem::transmute_copy::<F, usize>(&f) })
-}
-
-/// # Safety
-/// `buffer` is a live buffer of `CPU_BUFFER_I` or `CPU_BUFFER_FROM_PTR_I`
-/// (its context is its base).
-unsafe extern "C" fn cpu_buffer_get_base(buffer: wsp_ggml_backend_buffer_t) -> *mut c_void {
-    let func = "wsp_ggml_backend_buffer_get_base";
-    // SAFETY: the buffer this callback was called on: live for the call.
-    guard_callback(func, || unsafe { BufferRef::from_c(buffer, func, "buffer") }.context())
-}
-
-/// # Safety
-/// `buffer` is a live `CPU_BUFFER_I` buffer (its context is the
-/// `posix_memalign` allocation `cpu_alloc_buffer` made), freed once.
-unsafe extern "C" fn cpu_buffer_free_buffer(buffer: wsp_ggml_backend_buffer_t) {
-    let func = "wsp_ggml_backend_buffer_free";
-    guard_callback(func, || {
-        // SAFETY: the buffer this callback was called on: live for the call.
-        let data = unsafe { BufferRef::from_c(buffer, func, "buffer") }.context();
-        // SAFETY: CPU_BUFFER_I buffers own a posix_memalign allocation (cpu_alloc_buffer).
-        unsafe { libc::free(data) }
-    })
 }
 
 // --- owners ---------------------------------------------------------------

@@ -11,12 +11,12 @@ use core::ffi::{c_int, c_void};
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use super::refs::{assert_owning, wsp_ggml_backend_buffer, BackendRef, BufferRef, OwnedBuffer};
 use crate::fatal::fatal;
 use crate::ggml::{
     self, wsp_ggml_tallocr, wsp_ggml_tallocr_get_buffer, wsp_ggml_tallocr_is_measure, wsp_ggml_tallocr_max_size, wsp_ggml_tallocr_t,
     FreeBlock, TallocrHead, TensorRef, TALLOCR_MAX_FREE_BLOCKS,
 };
-use crate::handle::{assert_owning, BackendRef, BufferRef, OwnedBuffer};
 
 /// A ggml-alloc allocator this library made, and owns: freed on drop,
 /// then the buffer it was made in if it holds that one too ([`Tallocr::owning`]).
@@ -24,7 +24,7 @@ use crate::handle::{assert_owning, BackendRef, BufferRef, OwnedBuffer};
 pub(crate) struct Tallocr<'b> {
     raw: NonNull<wsp_ggml_tallocr>,
     /// Its buffer, read once: an allocator's buffer never changes.
-    buffer: NonNull<crate::handle::wsp_ggml_backend_buffer>,
+    buffer: NonNull<wsp_ggml_backend_buffer>,
     /// A buffer the allocator does not own (ggml-alloc frees only the ones
     /// it allocated), held for it: freed after it (fields drop after `drop`).
     _held: Option<OwnedBuffer>,
@@ -68,7 +68,7 @@ impl Tallocr<'static> {
 }
 
 /// The buffer of a new allocator (`what` made it).
-fn buffer_of(raw: NonNull<wsp_ggml_tallocr>, what: &str) -> NonNull<crate::handle::wsp_ggml_backend_buffer> {
+fn buffer_of(raw: NonNull<wsp_ggml_tallocr>, what: &str) -> NonNull<wsp_ggml_backend_buffer> {
     // SAFETY: a live allocator, just made.
     NonNull::new(unsafe { wsp_ggml_tallocr_get_buffer(raw.as_ptr()) })
         .unwrap_or_else(|| fatal(what, "ggml-alloc made an allocator without a buffer"))
@@ -239,7 +239,7 @@ unsafe fn read_tallocr_head(
     // Every read: the field lies inside the part of the struct the caller
     // guarantees, since every field before it matched.
     // SAFETY: as just said; the first field.
-    if unsafe { tallocr_field::<*mut crate::handle::wsp_ggml_backend_buffer>(head, offset_of!(TallocrHead, buffer)) } != buffer.as_ptr() {
+    if unsafe { tallocr_field::<*mut wsp_ggml_backend_buffer>(head, offset_of!(TallocrHead, buffer)) } != buffer.as_ptr() {
         return Err(M::Buffer);
     }
     // SAFETY: as above.
