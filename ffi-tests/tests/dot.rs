@@ -188,10 +188,7 @@ fn check(name: &str, a: &Answers) -> usize {
     for (k, s) in a.splits.iter().enumerate() {
         let [_, b, i0, i1, n_in, bytes] = *s;
         assert_eq!(splits[k].0, format!("cluster_s{k}"));
-        let want = format!(
-            "split {k}: {} (backend {b}), nodes [{i0}, {i1}), {n_in} inputs, {bytes} B copied",
-            a.backends[b as usize]
-        );
+        let want = format!("split {k}: {} (backend {b}), nodes [{i0}, {i1}), {n_in} inputs, {bytes} B copied", a.backends[b as usize]);
         assert_eq!(splits[k].1, want, "{}", ctx("split label vs get_split_stats"));
         // its copies: one per input, in the cluster, fed by one edge
         let mut sum = 0;
@@ -215,7 +212,12 @@ fn check(name: &str, a: &Answers) -> usize {
         for i in i0..i1 {
             let (attrs, cluster) = &dot.nodes[&format!("n{i}")];
             assert_eq!(cluster.as_deref(), Some(format!("cluster_s{k}").as_str()), "{}", ctx(&format!("node {i}'s cluster")));
-            assert_eq!(attrs["fillcolor"], fill_of(a.node_backend[i as usize]), "{}", ctx(&format!("node {i}'s colour vs get_tensor_backend")));
+            assert_eq!(
+                attrs["fillcolor"],
+                fill_of(a.node_backend[i as usize]),
+                "{}",
+                ctx(&format!("node {i}'s colour vs get_tensor_backend"))
+            );
             assert_eq!(attrs["label"].lines().count(), 4, "op, name, size, rule");
         }
     }
@@ -328,4 +330,37 @@ fn another_graph_or_no_split_aborts_with_a_message() {
         assert!(err.contains(what), "{case}: {err}");
         assert!(out.contains("asking") && !out.contains("returned") && !out.contains("digraph"), "{case}: {out}");
     }
+}
+
+/// `scripts/render-schedule` makes an SVG with Graphviz, and says how to
+/// install it where `dot` is missing.
+#[test]
+fn render_schedule_renders_or_says_how_to_install_graphviz() {
+    let exe = exe();
+    let dir = std::env::temp_dir().join(format!("wsp_render_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("schedule.dot");
+    let o = harness::run_shaped_env(&exe, &["measure-dot"], "full", &[("WSP_GGML_SCHED_DOT", path.to_str().unwrap())]);
+    assert!(o.status.success());
+    let script = ffi_tests::headers::workspace_root().join("scripts/render-schedule");
+    // without Graphviz: a PATH that has bash and nothing else
+    let bare = dir.join("bin");
+    std::fs::create_dir_all(&bare).unwrap();
+    let bash = String::from_utf8(std::process::Command::new("sh").args(["-c", "command -v bash"]).output().unwrap().stdout).unwrap();
+    std::os::unix::fs::symlink(bash.trim(), bare.join("bash")).unwrap();
+    let o = std::process::Command::new(&script).arg(&path).env("PATH", &bare).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("apt install graphviz"), "{err}");
+    assert!(!dir.join("schedule.svg").exists());
+    // with Graphviz, where it is installed
+    if std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success()) {
+        let o = std::process::Command::new(&script).arg(&path).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let svg = std::fs::read_to_string(dir.join("schedule.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("split 0: "), "not the picture: {}", &svg[..svg.len().min(500)]);
+    } else {
+        eprintln!("Graphviz is not installed: the rendering itself is not checked (apt install graphviz)");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -99,7 +99,8 @@ impl core::fmt::Display for Quoted<'_> {
 /// A tensor's shape and size: "[8, 4] 128 B".
 fn size_text(t: TensorRef) -> String {
     let ne = t.ne();
-    let n = (t.n_dims().max(1) as usize).min(ne.len());
+    // (the dimensions up to the last that is not 1)
+    let n = ne.iter().rposition(|&d| d != 1).map_or(1, |i| i + 1);
     let dims: Vec<String> = ne[..n].iter().map(|d| d.to_string()).collect();
     format!("[{}] {} B", dims.join(", "), t.nbytes())
 }
@@ -266,7 +267,11 @@ impl Sched {
         for (k, split) in st.plan.splits.iter().enumerate() {
             for (m, &(s, _)) in st.plan.inputs[split.inputs.clone()].iter().enumerate() {
                 let from = ids[s.index()].unwrap_or(Id::Other(s));
-                out!(o, "  {from} -> s{k}i{m} [label=\"{} B\", color=\"#d62728\", fontcolor=\"#d62728\", penwidth=2];", live.get(s).nbytes());
+                out!(
+                    o,
+                    "  {from} -> s{k}i{m} [label=\"{} B\", color=\"#d62728\", fontcolor=\"#d62728\", penwidth=2];",
+                    live.get(s).nbytes()
+                );
             }
             for i in split.i_start..split.i_end {
                 for (_, src) in graph.node(i).srcs() {
@@ -291,7 +296,13 @@ impl Sched {
         out!(o, "    label=\"legend\"; style=\"rounded\"; color=\"#999999\";");
         for b in 0..self.backends.len() {
             let b = BackendIdx::new(b);
-            out!(o, "    key_b{} [label={}, fillcolor={}];", b.get(), Quoted(&format!("backend {}: {}", b.get(), name(b))), Quoted(colour(Some(b))));
+            out!(
+                o,
+                "    key_b{} [label={}, fillcolor={}];",
+                b.get(),
+                Quoted(&format!("backend {}: {}", b.get(), name(b))),
+                Quoted(colour(Some(b)))
+            );
         }
         out!(o, "    key_none [label=\"no backend\", fillcolor={}];", Quoted(NO_BACKEND));
         out!(o, "    key_copy [label=\"input copy (edge: bytes copied)\", style=\"filled,dashed\", fillcolor=\"#ffffff\"];");
