@@ -65,6 +65,10 @@ struct wsp_ggml_backend_graph_copy {
 // the second backend (t2). Return true to go on, false to stop the comparison.
 typedef bool (*wsp_ggml_backend_eval_callback)(int node_index, struct wsp_ggml_tensor *t1, struct wsp_ggml_tensor *t2, void *user_data);
 
+// Receives the text of wsp_ggml_backend_sched_write_dot, a line at a time:
+// len bytes at text (also NUL-terminated), valid only during the call.
+typedef void (*wsp_ggml_backend_sched_dot_writer)(const char *text, size_t len, void *user_data);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -465,6 +469,48 @@ WSP_GGML_API void wsp_ggml_backend_graph_copy_free(struct wsp_ggml_backend_graph
 // leaf arrays hold valid tensors, all allocated on backend1; callback must be
 // safe to call with user_data during the call.
 WSP_GGML_API void wsp_ggml_backend_compare_graph_backend(wsp_ggml_backend_t backend1, wsp_ggml_backend_t backend2, struct wsp_ggml_cgraph *graph, wsp_ggml_backend_eval_callback callback, void *user_data);
+
+// Writes how the scheduler split a graph as a Graphviz DOT picture: one
+// cluster per split, labelled with its backend, its nodes [i_start, i_end),
+// its number of inputs and the bytes copied into it per compute; each node
+// filled with its backend's colour and labelled with its op, name, shape and
+// bytes, and the rule that gave it its backend; leafs (cylinders) and the
+// other tensors the nodes read, outside the clusters; each split input as
+// its own node in the split (the copy), with an edge from the copied tensor
+// labelled with the bytes copied; a legend of the backends' colours and of
+// the rules. Render it with Graphviz: dot -Tsvg schedule.dot -o schedule.svg
+// (scripts/render-schedule in the library's repository).
+//
+// The graph must be the one the scheduler split last: by
+// wsp_ggml_backend_sched_init_measure, wsp_ggml_backend_sched_reserve or
+// wsp_ggml_backend_sched_graph_compute (see
+// wsp_ggml_backend_sched_get_n_splits), unchanged since. The environment
+// variable WSP_GGML_SCHED_DOT=path writes the same picture to path (replaced)
+// at each wsp_ggml_backend_sched_init_measure, without a code change.
+//
+// Parameters:
+//   sched      the scheduler.
+//   graph      the graph it split last; it stays owned by the caller and is
+//              not changed.
+//   write      called with the text, one line (ending with a newline) per
+//              call, in order; for example a function that fwrite()s to a
+//              FILE * passed as user_data.
+//   user_data  passed to every call of write; the library never reads it.
+//
+// Errors: prints
+//   wsp_ggml_backend: wsp_ggml_backend_sched_write_dot: <message>
+// where messages go and aborts if sched, graph or write is NULL, if the
+// scheduler has split no graph yet (or was reset since), if graph is not the
+// graph it split last (other nodes or leafs, or another number of them), or
+// if it is called from inside a backend's callback while the scheduler plans
+// or measures (it may be called from the evaluation callback). It allocates
+// memory (the text of a line, the tensors it finds again).
+//
+// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+// yet freed, used by one thread at a time, and a valid graph whose node and
+// leaf arrays hold valid tensors; write must be safe to call with user_data
+// during the call, and must not change the scheduler.
+WSP_GGML_API void wsp_ggml_backend_sched_write_dot(wsp_ggml_backend_sched_t sched, struct wsp_ggml_cgraph *graph, wsp_ggml_backend_sched_dot_writer write, void *user_data);
 
 #ifdef __cplusplus
 }  // extern "C"

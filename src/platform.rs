@@ -453,6 +453,41 @@ pub fn env_flag(name: &CStr) -> bool {
     !v.is_empty() && v != b"0"
 }
 
+/// The value of environment variable `name`, NUL-terminated, if it is set
+/// and not empty (copied: getenv's string may change afterwards).
+pub fn env_value(name: &CStr) -> Option<Vec<u8>> {
+    // SAFETY: `name` is NUL-terminated; getenv returns NULL or a C string
+    // that stays valid until the environment changes (copied at once here).
+    let v = unsafe { libc::getenv(name.as_ptr()) };
+    if v.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL result of getenv: a NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(v) }.to_bytes_with_nul();
+    (v.len() > 1).then(|| v.to_vec())
+}
+
+/// Write the file at `path` (NUL-terminated; replaced if it exists) with
+/// what `write` hands its sink, through C's stdio. Returns false if the
+/// file could not be opened or written.
+pub fn write_file(path: &[u8], write: impl FnOnce(&mut dyn FnMut(&str))) -> bool {
+    let Ok(path) = CStr::from_bytes_with_nul(path) else { return false };
+    // SAFETY: two NUL-terminated strings; fopen returns NULL or a stream
+    // that this function alone uses and closes.
+    let f = unsafe { libc::fopen(path.as_ptr(), c"w".as_ptr()) };
+    if f.is_null() {
+        return false;
+    }
+    let mut ok = true;
+    write(&mut |text: &str| {
+        // SAFETY: `f` is open (closed only below); `text` is `len` readable bytes.
+        ok &= text.is_empty() || unsafe { libc::fwrite(text.as_ptr().cast(), 1, text.len(), f) } == text.len();
+    });
+    // SAFETY: `f` came from fopen above and is closed once.
+    let closed = unsafe { libc::fclose(f) } == 0;
+    ok && closed
+}
+
 /// Nanoseconds of a monotonic clock (for the per-split statistics).
 pub fn now_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

@@ -148,6 +148,7 @@ const EXT_EXPORTS: &[&str] = &[
     "wsp_ggml_backend_sched_reserve",
     "wsp_ggml_backend_sched_reset",
     "wsp_ggml_backend_sched_set_eval_callback",
+    "wsp_ggml_backend_sched_write_dot",
     "wsp_ggml_backend_version",
 ];
 

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every example, by name (`examples/<name>.c`, `examples/<name>.out`).
-const EXAMPLES: &[&str] = &["cpu_tallocr", "sched_two_backends", "extensions"];
+const EXAMPLES: &[&str] = &["cpu_tallocr", "sched_two_backends", "extensions", "schedule_picture"];
 
 /// The `cc` line of an example's header comment.
 fn build_line(source: &str, name: &str) -> String {
@@ -52,10 +52,21 @@ fn examples_build_against_the_installed_library_and_print_what_they_should() {
         let source = std::fs::read_to_string(examples.join(format!("{name}.c"))).unwrap();
         std::fs::write(dir.join(format!("{name}.c")), &source).unwrap();
         let exe = build_with_pkg_config(&build_line(&source, name), &dir, &pkgconfig);
-        let out = run_ok(Command::new(&exe).env("LD_LIBRARY_PATH", &libdir).env_remove("WSP_GGML_SCHED_DEBUG"), name);
+        let out = run_ok(
+            Command::new(&exe)
+                .current_dir(&dir)
+                .env("LD_LIBRARY_PATH", &libdir)
+                .env_remove("WSP_GGML_SCHED_DEBUG")
+                .env_remove("WSP_GGML_SCHED_DOT"),
+            name,
+        );
         let want = std::fs::read_to_string(examples.join(format!("{name}.out"))).unwrap();
         assert_eq!(out, want, "examples/{name}.c printed other lines than examples/{name}.out");
         assert_links_installed(&exe, &libdir);
+        if *name == "schedule_picture" {
+            let dot = std::fs::read_to_string(dir.join("schedule.dot")).expect("schedule_picture wrote no schedule.dot");
+            assert!(dot.starts_with("digraph schedule {\n") && dot.ends_with("}\n") && dot.contains("subgraph cluster_s3 {"), "{dot}");
+        }
         if *name == "extensions" {
             // its log callback gets the scheduler's debug output (level INFO)
             let o = Command::new(&exe).env("LD_LIBRARY_PATH", &libdir).env("WSP_GGML_SCHED_DEBUG", "1").output().unwrap();

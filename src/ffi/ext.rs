@@ -643,3 +643,73 @@ pub unsafe extern "C" fn wsp_ggml_backend_compare_graph_backend(
         graph_copy::compare_graph_backend(b1, b2, g, callback)
     })
 }
+
+/// Receives the text of wsp_ggml_backend_sched_write_dot, a line at a time:
+/// len bytes at text (also NUL-terminated), valid only during the call.
+pub type wsp_ggml_backend_sched_dot_writer = Option<unsafe extern "C" fn(text: *const c_char, len: usize, user_data: *mut c_void)>;
+
+/// Writes how the scheduler split a graph as a Graphviz DOT picture: one
+/// cluster per split, labelled with its backend, its nodes [i_start, i_end),
+/// its number of inputs and the bytes copied into it per compute; each node
+/// filled with its backend's colour and labelled with its op, name, shape and
+/// bytes, and the rule that gave it its backend; leafs (cylinders) and the
+/// other tensors the nodes read, outside the clusters; each split input as
+/// its own node in the split (the copy), with an edge from the copied tensor
+/// labelled with the bytes copied; a legend of the backends' colours and of
+/// the rules. Render it with Graphviz: dot -Tsvg schedule.dot -o schedule.svg
+/// (scripts/render-schedule in the library's repository).
+///
+/// The graph must be the one the scheduler split last: by
+/// wsp_ggml_backend_sched_init_measure, wsp_ggml_backend_sched_reserve or
+/// wsp_ggml_backend_sched_graph_compute (see
+/// wsp_ggml_backend_sched_get_n_splits), unchanged since. The environment
+/// variable WSP_GGML_SCHED_DOT=path writes the same picture to path (replaced)
+/// at each wsp_ggml_backend_sched_init_measure, without a code change.
+///
+/// Parameters:
+///   sched      the scheduler.
+///   graph      the graph it split last; it stays owned by the caller and is
+///              not changed.
+///   write      called with the text, one line (ending with a newline) per
+///              call, in order; for example a function that fwrite()s to a
+///              FILE * passed as user_data.
+///   user_data  passed to every call of write; the library never reads it.
+///
+/// Errors: prints
+///   wsp_ggml_backend: wsp_ggml_backend_sched_write_dot: <message>
+/// where messages go and aborts if sched, graph or write is NULL, if the
+/// scheduler has split no graph yet (or was reset since), if graph is not the
+/// graph it split last (other nodes or leafs, or another number of them), or
+/// if it is called from inside a backend's callback while the scheduler plans
+/// or measures (it may be called from the evaluation callback). It allocates
+/// memory (the text of a line, the tensors it finds again).
+///
+/// The caller must pass a scheduler made by wsp_ggml_backend_sched_new and not
+/// yet freed, used by one thread at a time, and a valid graph whose node and
+/// leaf arrays hold valid tensors; write must be safe to call with user_data
+/// during the call, and must not change the scheduler.
+#[no_mangle]
+pub unsafe extern "C" fn wsp_ggml_backend_sched_write_dot(
+    sched: wsp_ggml_backend_sched_t,
+    graph: *mut wsp_ggml_cgraph,
+    write: wsp_ggml_backend_sched_dot_writer,
+    user_data: *mut c_void,
+) {
+    entry!(wsp_ggml_backend_sched_write_dot, |func| {
+        // SAFETY: `sched` is NULL (aborts) or live for the call (the caller's contract, above).
+        let sched = unsafe { sched_ref(sched, func) };
+        // SAFETY: `graph` is live for the call (the caller's contract, above).
+        let graph = unsafe { GraphRef::from_c(graph, func, "graph") };
+        let write = write.unwrap_or_else(|| fatal(func, "argument 'write' is NULL"));
+        let mut line = Vec::<u8>::new();
+        let mut sink = |text: &str| {
+            line.clear();
+            line.extend_from_slice(text.as_bytes());
+            line.push(0);
+            // SAFETY: `write` is safe to call with `user_data` (the caller's
+            // contract, above); `line` holds `text.len()` bytes and a NUL.
+            unsafe { write(line.as_ptr().cast(), text.len(), user_data) }
+        };
+        sched.with_ref(func, |s| s.write_dot(graph, &mut sink, func))
+    })
+}

@@ -66,6 +66,7 @@
 use crate::prelude::*;
 
 mod cell;
+mod dot;
 mod fit;
 mod galloc;
 mod ids;
@@ -171,6 +172,7 @@ impl Sched {
     /// and measured with the real allocators: we size as it did).
     pub fn init_measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors) {
         self.measure(graph, copies, false, "wsp_ggml_backend_sched_init_measure");
+        self.write_dot_to_env(graph, "wsp_ggml_backend_sched_init_measure");
     }
 
     /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
