@@ -34,8 +34,7 @@
 //! }
 //! ```
 //!
-//! and `entry!` does, once for all of them, what each did by hand before:
-//! it binds `func` (`&'static str`, `stringify!(NAME)`) for the messages
+//! and `entry!`, once for all of them, binds `func` (`&'static str`, `stringify!(NAME)`) for the messages
 //! (`wsp_ggml_backend: NAME: …`), so the body never spells the name, and runs
 //! the body under `crate::fatal::guard`, the panic policy: a panic never
 //! crosses the boundary (builds that unwind catch it and abort naming NAME;
@@ -63,9 +62,9 @@
 /// `entry!(NAME, || BODY)` when BODY names no function; NAME is the
 /// export's own name (checked by the test at the end of this file). BODY
 /// sees `func`, the `&'static str` `"NAME"`, and runs under
-/// `crate::fatal::guard`, so no panic unwinds into C. The expansion is
-/// what every export spelled by hand before: `let func = "NAME";
-/// guard(func, || BODY)`. (Defined before `mod ext`, so that ext.rs sees it.)
+/// `crate::fatal::guard`, so no panic unwinds into C: it expands to
+/// `let func = "NAME"; guard(func, || BODY)`. (Defined before `mod ext`,
+/// so that ext.rs sees it.)
 macro_rules! entry {
     ($name:ident, |$func:ident| $body:expr) => {{
         let _ = $name; // NAME is a function in scope

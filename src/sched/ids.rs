@@ -1,7 +1,8 @@
 //! Typed indices of the scheduler's tables: a backend by its priority
 //! index, a tensor by its table slot, and where a tensor's memory is. No
-//! table stores a bare sentinel: "no backend" is `None`, and the packed forms keep `Option` and [`Loc`]
-//! as small as the integers they replace (the table holds one per tensor).
+//! table stores a bare sentinel: "no backend" is `None`, and the packed
+//! forms keep `Option` and [`Loc`] in a few bytes (the table holds one per
+//! tensor).
 
 use core::num::NonZeroU16;
 use core::ops::{Index, IndexMut};

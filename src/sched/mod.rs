@@ -16,7 +16,8 @@
 //! - the tensors are placed by the scheduler itself, as ggml-alloc would
 //!   place them, planned before anything is touched (plan/place.rs).
 //!
-//! Modules: `ids` (typed indices: `Slot`, `BackendIdx`, `Rule`), `plan`
+//! Modules: `ids` (typed indices: `Slot`, `BackendIdx`, `Rule`), `live`
+//! (the running call's tensor handles, by slot), `plan`
 //! (the passes and the placement's plan, sealed from C: they see slots and
 //! what was read, never a tensor, and ask the rest through probes), `table`
 //! (the slot table and what registration read), `record` (the one log of
@@ -24,22 +25,31 @@
 //! its probe, applying, keeping a plan), `state` (one split, the
 //! per-backend records and `Sched`), `probe` (the snapshot, and the
 //! passes' door to C), `reuse` (is the last split still valid), `fit`
-//! (growing compute buffers), `cell` (borrows around user code, and the
-//! exec loop); their order, bottom to top, is scripts/layers' (the one
+//! (growing compute buffers), `cell` (borrows around user code, the input
+//! copies, and the driver of a compute), `dot` (the schedule as Graphviz
+//! DOT); their order, bottom to top, is scripts/layers' (the one
 //! place it is written). ggml-alloc's allocator itself is owned through
 //! `crate::talloc`. No `unsafe` anywhere here (forbidden): C is reached
 //! only through the safe wrappers of the boundary layer (`crate::ggml`,
-//! `crate::handle`, `crate::talloc`, ...).
+//! `crate::handle`, ...).
+//!
+//! What is kept between calls names tensors by identity (`TensorId`: the
+//! table's keys, the log), which cannot be dereferenced. Each call on a
+//! graph has a [`CallState`]: its handles by slot (`Live`, filled by
+//! registration or the reuse check from the call's own graph, `TensorRef<'c>`
+//! for that call only) and the graph sources it redirected, given back when
+//! the call ends.
 //!
 //! Nothing is allocated on the heap in a compute of a graph no larger than
 //! one placed since the last measure or reset: every vector (table, log,
 //! placement, compute-buffer descriptions) keeps its capacity until then.
 //!
-//! The driver (this file) runs every call as the same phases:
+//! Every call runs as the same phases:
+//! - **begin**: the call's state ([`Sched::begin_call`]);
 //! - **snapshot**: register the graph's tensors (probe.rs, `Registrar`);
 //! - **reuse?**: the last split still holds (reuse.rs, `still_valid`), or
 //!   else **plan** (the passes, `plan::plan_split`) and apply the split
-//!   (copies, patches, the placement's walk, split views): [`Sched::split`];
+//!   (copies, patches, the placement's walk): [`Sched::split`];
 //! - **place**: plan where the tensors go, or keep the last placement
 //!   while it holds (galloc.rs), growing a buffer too small (fit.rs), then
 //!   **apply** it to the tensors: [`Sched::place`];
@@ -47,7 +57,9 @@
 //! - **finish**: give the graph its sources back, reset the allocators,
 //!   drop the user's assignments: [`Sched::finish`].
 //!
-//! `graph_compute` runs them all ([`Sched::prepare`], then cell.rs);
+//! `graph_compute` runs them all, top to bottom, in one function
+//! (`SchedCell::graph_compute`, cell.rs: begin, [`Sched::prepare`], exec,
+//! finish);
 //! `init_measure` and `reserve` snapshot, plan and place into endless
 //! buffers, then size the real ones ([`Sched::measure`]); `reset` finishes
 //! and releases the split.
@@ -57,7 +69,8 @@
 //! again from given contents); `release` forgets them and gives the memory
 //! back (what Drop does at the end); `finish` ends a call (the phase
 //! above); `reset` is the C API's (`sched_reset`, and ggml-alloc's
-//! allocator reset). `unpatch` undoes `patch` (the graph's sources).
+//! allocator reset). `Redirections::unpatch` undoes `Redirections::apply`
+//! (the graph's sources).
 
 // Sound by construction: the scheduler reaches C only through the safe
 // wrappers of the boundary layer (scripts/layers names it).

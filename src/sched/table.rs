@@ -56,10 +56,8 @@ impl From<Full> for Retry {
 }
 
 /// The sizing policy of one scheduler's tables, across its splits: how
-/// large the next table is. (A graph computed again keeps its table: the
-/// size is chosen when the split is made, away from sizes its addresses
-/// crowd, see [`Table::accept`]. Refitting it later cost a whole new split
-/// for no measured gain, and was removed.)
+/// large the next table is. A graph computed again keeps its table: the
+/// size is chosen when the split is made.
 #[derive(Default)]
 pub(super) struct Sizing {
     /// Tensors of the last split besides its leafs and nodes (sources

@@ -1,7 +1,10 @@
 //! The planner: the original's four passes, run over one split's snapshot
 //! (each tensor was hashed once, when the graph was registered; the passes
 //! only index arrays). Sealed from C: it sees slots and backend indices,
-//! never a tensor or an address. What registration read is in the snapshot
+//! never a tensor or a pointer (the placement's model, place.rs, computes
+//! addresses as numbers, `usize`, to give each tensor the offset
+//! ggml-alloc would; only `handle::Placer` turns them into pointers, checked
+//! against the buffer). What registration read is in the snapshot
 //! ([`SlotInfo`], [`GraphSlots`]); anything else it asks the [`Probe`],
 //! whose implementation (sched/probe.rs) reads C and logs each answer for a
 //! reuse to ask again. A plan the original would stop on is a [`Refusal`],

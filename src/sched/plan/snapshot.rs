@@ -25,8 +25,7 @@ pub(in crate::sched) struct SlotInfo {
     pub vsrc: Option<SlotId>,
 }
 
-// The table holds one per tensor: the typed fields take no more room than
-// the integers with sentinels they replaced.
+// The table holds one per tensor: 12 bytes.
 const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
 
 impl SlotInfo {
