@@ -546,7 +546,6 @@ fn make_split(
     func: &str,
 ) -> Result<bool, Retry> {
     Registrar { st, backends, user }.index_graph(graph, attempt, func)?;
-    st.table.accept(attempt)?;
     let planned = {
         let (keys, slots) = st.table.parts_mut();
         let mut probe = CProbe::new(keys, backends, &mut st.reuse);
