@@ -572,7 +572,8 @@ impl Sched {
     /// unchanged.
     fn split(&mut self, graph: GraphRef, func: &str) -> Split {
         let backends = &self.refs[..];
-        let reused = self.user.is_empty() && self.st.still_valid(backends, graph);
+        // (the same graph at the same addresses, or built again elsewhere)
+        let reused = self.user.is_empty() && (self.st.still_valid(backends, graph) || self.st.still_valid_moved(backends, graph));
         if reused {
             for c in 0..self.st.plan.copy_of.len() {
                 refresh_copy(backends, &mut self.st, c);

@@ -27,7 +27,7 @@
 //! still holds, and planned again otherwise. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
 
-use super::ids::{PackedLoc, Slot};
+use super::ids::{PackedLoc, Slot, SlotId};
 use super::probe::{locate, Again};
 use super::record::Standing;
 use super::state::State;
@@ -44,7 +44,7 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    #[inline]
+    #[inline(always)]
     fn locate(&mut self, t: TensorRef) -> PackedLoc {
         let buffer = t.buffer();
         if buffer.is_null() {
@@ -94,6 +94,11 @@ impl State {
         }
         let table = &st.table;
         let key = |slot: Slot| table.key_ptr(slot);
+        // (a graph built again elsewhere differs at its first node: seen
+        // before its leafs are walked, which may be the same weights)
+        if nodes.first().copied() != st.graph.nodes.first().map(|n| key(n.slot)) {
+            return false;
+        }
         let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
         let mut same = |t: TensorRef, slot: Slot| reread.same(t, slot);
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
@@ -119,5 +124,170 @@ impl State {
             return false;
         }
         st.reuse.answers_hold(&mut Again { table: &st.table, backends })
+    }
+}
+
+/// The registration of a graph walked again over a table being re-keyed
+/// ([`Table::start_rekey`]), checking that every tensor gets the slot the
+/// last split's registration gave the tensor in its place, with the same
+/// facts: probe.rs's `Registrar`, step by step, comparing where it writes.
+struct Rekey<'a> {
+    table: &'a mut Table,
+    locator: Locator<'a>,
+    /// The unlisted tensors of the last split, in the order registration
+    /// met them, and how many were met again.
+    unlisted: &'a [Slot],
+    met: usize,
+}
+
+impl Rekey<'_> {
+    /// `t` gets `slot` (and its view sources theirs); `listed`: a leaf or
+    /// node.
+    #[inline(always)]
+    fn register(&mut self, t: TensorRef, slot: Slot, listed: bool) -> bool {
+        match self.table.rekey(t) {
+            Some((s, new)) if s == slot => {
+                // (most tensors view nothing: that case inline)
+                !new || (self.same_facts(s, t, listed) && (self.no_views(s, t) || self.view_chain(s, t)))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `t`, in `slot`, views nothing now as then.
+    #[inline(always)]
+    fn no_views(&self, slot: Slot, t: TensorRef) -> bool {
+        t.get().view_src.is_null() && self.table.info[slot].vsrc.is_none()
+    }
+
+    /// As the registrar's `describe`: what it wrote of a new tensor.
+    #[inline(always)]
+    fn same_facts(&mut self, slot: Slot, t: TensorRef, listed: bool) -> bool {
+        let info = &self.table.info[slot];
+        if info.flags != flags_of(t) || info.packed_loc != self.locator.locate(t) {
+            return false;
+        }
+        if !listed {
+            if self.unlisted.get(self.met) != Some(&slot) {
+                return false;
+            }
+            self.met += 1;
+        }
+        true
+    }
+
+    /// As the registrar's `register_view_chain`: the view sources of `t`.
+    #[inline(never)]
+    fn view_chain(&mut self, slot: Slot, t: TensorRef) -> bool {
+        let (mut at, mut next) = (slot, t.view_src());
+        while let Some(v) = next {
+            let Some(s) = self.table.info[at].view_src() else {
+                return false;
+            };
+            match self.table.rekey(v) {
+                Some((got, new)) if got == s => {
+                    if !new {
+                        return true;
+                    }
+                    if !self.same_facts(s, v, false) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+            (at, next) = (s, v.view_src());
+        }
+        // (a view source registered then, none now)
+        self.table.info[at].view_src().is_none()
+    }
+
+    /// The view source of a leaf or node: registered as `vsrc` (None: none).
+    #[inline(always)]
+    fn vsrc(&mut self, t: TensorRef, vsrc: Option<SlotId>) -> bool {
+        match (t.view_src(), vsrc) {
+            (None, None) => true,
+            (Some(v), Some(s)) => self.register(v, s.slot(), false),
+            _ => false,
+        }
+    }
+}
+
+impl State {
+    /// Whether the last split holds for `graph` built again at other
+    /// addresses (a client's graph in a fresh context): the same graph,
+    /// tensor for tensor, as its registration reads it, with the same
+    /// answers to every logged question. Then the table holds `graph`'s
+    /// tensors in the same slots, with the same facts (and the split's
+    /// plan and copies, made from exactly these, hold: the input copies
+    /// are registered again after the graph, in their slots), and the
+    /// split is reused as in [`State::still_valid`]. Otherwise the table
+    /// is left for a new split, which clears it. (The passes are a
+    /// function of the registration's snapshot, in slots, and of the
+    /// logged answers: registration numbers the slots in the order it
+    /// meets the tensors, so a graph of the same structure gets the same
+    /// slots wherever it lies.)
+    #[inline(never)]
+    pub(super) fn still_valid_moved(&mut self, backends: &[BackendRef], graph: GraphRef) -> bool {
+        if self.reuse.standing != Standing::Reusable
+            || graph.n_nodes() != self.graph.nodes.len()
+            || graph.n_leafs() != self.graph.leafs.len()
+            || !self.user_slots.is_empty()
+        {
+            return false;
+        }
+        // (a graph whose first node is where the last one's was is not
+        // elsewhere: still_valid judged it)
+        let first = self.graph.nodes.first().map(|n| self.table.key_ptr(n.slot));
+        if graph.node_ptrs().first().copied() == first {
+            return false;
+        }
+        let n = self.table.start_rekey();
+        let locator = Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() };
+        let mut w = Rekey { table: &mut self.table, locator, unlisted: &self.reuse.unlisted, met: 0 };
+        for (leaf, &(slot, vsrc)) in graph.leaf_entries().zip(&self.graph.leafs) {
+            match leaf {
+                Some(t) if w.register(t, slot, true) && w.vsrc(t, vsrc) => {}
+                _ => return false,
+            }
+        }
+        let mut last: Option<(TensorRef, Slot)> = None;
+        let mut k = 0;
+        for (node, n) in graph.node_entries().zip(&self.graph.nodes) {
+            let Some(t) = node.filter(|&t| w.register(t, n.slot, true)) else {
+                return false;
+            };
+            let end = n.srcs_end as usize;
+            for (_, src) in t.srcs() {
+                let Some(&want) = self.graph.srcs.get(k).filter(|_| k < end) else {
+                    return false;
+                };
+                let same = match last {
+                    Some((l, s)) if l == src => s == want,
+                    _ => w.register(src, want, false),
+                };
+                if !same {
+                    return false;
+                }
+                k += 1;
+            }
+            if k != end || !w.vsrc(t, n.vsrc) {
+                return false;
+            }
+            last = Some((t, n.slot));
+        }
+        if w.met != w.unlisted.len() {
+            return false;
+        }
+        // the input copies, in their slots after the graph's tensors
+        for (c, of) in self.plan.copy_of.iter().enumerate() {
+            match (of.slot, w.table.rekey(self.copies.get(c))) {
+                (Some(want), Some((s, true))) if s == want.slot() => {}
+                _ => return false,
+            }
+        }
+        if w.table.len() != n {
+            return false;
+        }
+        self.reuse.answers_hold(&mut Again { table: &self.table, backends })
     }
 }

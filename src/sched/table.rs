@@ -286,6 +286,42 @@ impl Table {
         Ok(self.probe(t.as_ptr()))
     }
 
+    /// Start registering the same slots again for other tensors: the
+    /// addresses are forgotten, the slots' facts (`info`) and the
+    /// generation stay, for [`Table::rekey`] to give every slot its new
+    /// tensor in the order of the first registration (reuse.rs: a graph
+    /// built again elsewhere). Returns the slots to fill. Until all are
+    /// filled, the table is only fit for `rekey` or for clearing.
+    pub fn start_rekey(&mut self) -> usize {
+        let n = self.keys.len();
+        self.keys.clear();
+        let len = self.index.len();
+        self.set_index_len(len);
+        self.steps = 0;
+        n
+    }
+
+    /// The slot of `t` in a table being re-keyed ([`Table::start_rekey`]):
+    /// as [`Table::insert`], the facts of the slot left as they are.
+    /// `None` past the slots there were.
+    #[inline(always)]
+    pub fn rekey(&mut self, t: TensorRef) -> Option<(Slot, bool)> {
+        let (i, steps) = self.probe(t.as_ptr());
+        let e = self.index[i];
+        if e != FREE {
+            return Some((Slot::at((e - 1) as usize), false));
+        }
+        let slot = self.keys.len();
+        if slot >= self.info.len() {
+            return None;
+        }
+        // (no room to make: the index and the keys held as many before)
+        self.index[i] = slot as u32 + 1;
+        self.keys.push(Some(t));
+        self.steps += steps;
+        Some((Slot::at(slot), true))
+    }
+
     /// The tensor in a registered slot.
     #[inline]
     pub fn tensor(&self, slot: Slot) -> TensorRef {
