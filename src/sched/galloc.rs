@@ -247,6 +247,11 @@ impl Galloc {
     /// `tensors` tensors without allocating (exactly: a compute would
     /// allocate as much).
     pub fn reserve(&mut self, slots: usize, tensors: usize, log: &mut Record) {
+        // The steps of the plan just measured, and an eighth more: pushing
+        // them had doubled the vector, up to twice what a graph as large
+        // needs (16 bytes a step, about two a tensor).
+        let steps = &mut self.placement.steps;
+        steps.shrink_to(steps.len() + steps.len() / 8);
         let placed = self.placement.tensors();
         placed.reserve_exact(slots.saturating_sub(placed.len()));
         log.reserve_placement([0; 3], tensors);

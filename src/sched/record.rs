@@ -94,8 +94,10 @@ struct PlaceLog {
     /// Whether two tensors have the same type, shape and strides (one per
     /// node computed in place, or considered for it).
     layouts: Vec<(Slot, Slot, bool)>,
-    /// A tensor's `view_offs`.
-    offs: Vec<(Slot, usize)>,
+    /// A tensor's `view_offs` (in four bytes: a plan that read a larger
+    /// one is not kept, `offs_lost`).
+    offs: Vec<(Slot, u32)>,
+    offs_lost: bool,
 }
 
 /// Per tensor, the data, buffer (an index into `buffers`: a graph's
@@ -167,6 +169,7 @@ impl Record {
         log.sizes.clear();
         log.layouts.clear();
         log.offs.clear();
+        log.offs_lost = false;
     }
 
     /// Room in the placement's chapter for `asked` questions (sizes,
@@ -230,7 +233,8 @@ impl Record {
         let n = log.arenas.len();
         log.arenas.iter_mut().zip(arenas).for_each(|(mine, spec)| mine.clone_from(spec));
         log.arenas.extend_from_slice(&arenas[n..]);
-        log.kept = generation;
+        // (a view offset it could not log: not kept)
+        log.kept = generation.filter(|_| !log.offs_lost);
     }
 
     /// The placement asked backend `b`'s buffer for the size of `id`.
@@ -248,7 +252,10 @@ impl Record {
     /// The placement read `id`'s view offset.
     #[inline]
     pub fn place_offs(&mut self, id: Slot, offs: usize) {
-        self.placement.offs.push((id, offs));
+        match u32::try_from(offs) {
+            Ok(o) => self.placement.offs.push((id, o)),
+            Err(_) => self.placement.offs_lost = true,
+        }
     }
 
     /// Whether the kept plan holds again: made in the table's
@@ -289,7 +296,7 @@ impl Record {
             }
         }
         for &(id, offs) in &log.offs {
-            if now.view_offs(id) != offs {
+            if now.view_offs(id) != offs as usize {
                 return false;
             }
         }
