@@ -1,7 +1,9 @@
 //! Reusing the last split when the next graph is the same.
 //!
 //! Programs compute the same graph again and again, or rebuild an identical
-//! one in a reused context buffer (so at the same addresses). The
+//! one in a reused context buffer (so at the same addresses), or in a fresh
+//! context (elsewhere: [`State::still_valid_moved`], which walks the
+//! registration again over the kept slots). The
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
 //! exact, not a fingerprint. It compares what the passes read, where

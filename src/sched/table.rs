@@ -130,12 +130,12 @@ fn index_len(tensors: usize) -> usize {
 }
 
 /// The home position of address `a` in an index of `64 - shift` bits:
-/// the top bits of a mix of all its bits (two
-/// xor-shift-multiply rounds). Plain Fibonacci hashing (one product, top
-/// bits) is not enough: the tensors of a ggml context lie at
-/// a constant stride (368 bytes here), whose product with 2^64 / phi is
-/// close to a fraction of small denominator, and such a progression then
-/// lands in a few runs of the index.
+/// the top bits of a mix of all its bits (two xor-shift-multiply rounds).
+/// Plain Fibonacci hashing (one product, top bits) is not enough: the
+/// tensors of a ggml context lie at a constant stride (384 bytes here),
+/// whose product with 2^64 / phi is close to 2^64 / 3, and such a
+/// progression then lands in a few runs of the index (0.9 probe steps a
+/// tensor in the test below, against 0.3 to 0.4 with this mix).
 #[inline(always)]
 fn home(a: u64, shift: u32) -> usize {
     let mut x = a ^ (a >> 27);
