@@ -170,14 +170,9 @@ impl Galloc {
 
     /// What the plan about to be made loaded of every tensor of the table,
     /// in the table's order: (data, buffer, view source, op).
-    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl Iterator<Item = (usize, usize, Option<SlotId>, i32)> + 'a {
-        self.placement
-            .tensors()
-            .iter()
-            .map(Tracked::loaded)
-            .zip(table.keys())
-            .filter(|(_, k)| k.is_some())
-            .map(|(l, _)| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
+    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone + 'a {
+        // (every slot of the table holds a tensor: its first ids)
+        self.placement.tensors()[..table.len()].iter().map(Tracked::loaded).map(|l| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
     }
 
     /// Whether the last plan, made for the same split in the same table,

@@ -193,12 +193,21 @@ impl Record {
     /// Log what the plan about to be made loads of every tensor of the
     /// table: (data, buffer, view source, op) in the table's order. False
     /// if they live in too many buffers, or an op is too large, to log.
-    pub fn place_loaded(&mut self, tensors: impl Iterator<Item = (usize, usize, Option<SlotId>, i32)>) -> bool {
+    pub fn place_loaded(&mut self, tensors: impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone) -> bool {
         let l = &mut self.placement.loaded;
         l.clear();
+        // (one pass per field: each a plain copy into memory reserved
+        // before, where pushing the four side by side checked every
+        // vector's room for every tensor)
+        if !tensors.clone().all(|(_, _, _, op)| u8::try_from(op).is_ok()) {
+            return false;
+        }
+        l.data.extend(tensors.clone().map(|(data, ..)| data));
+        l.vsrc.extend(tensors.clone().map(|(_, _, vsrc, _)| vsrc));
+        l.op.extend(tensors.clone().map(|(.., op)| op as u8));
         // (the last buffer seen and its index: most tensors are in the same as the one before)
         let mut last: Option<(usize, u8)> = None;
-        for (data, buffer, vsrc, op) in tensors {
+        for (_, buffer, ..) in tensors {
             let b = match last {
                 Some((seen, b)) if seen == buffer => b,
                 _ => {
@@ -213,13 +222,7 @@ impl Record {
                     b
                 }
             };
-            let Ok(op) = u8::try_from(op) else {
-                return false;
-            };
-            l.data.push(data);
             l.buffer.push(b);
-            l.vsrc.push(vsrc);
-            l.op.push(op);
         }
         true
     }
