@@ -538,6 +538,11 @@ pub struct HeapTensors {
 }
 
 impl HeapTensors {
+    /// The identity of tensor `c`, if made (compared, never dereferenced).
+    pub fn id(&self, c: usize) -> Option<TensorId> {
+        self.tensors.borrow().get(c).map(|p| TensorId::of_ptr(p.as_ptr()).expect("not NULL"))
+    }
+
     /// Tensor `c` made anew (all zero; made when `c` is the next one,
     /// `c <= len`): no handle ever reads what an earlier call left in it.
     pub fn fresh(&self, c: usize) -> TensorRef<'_> {

@@ -780,8 +780,26 @@ struct dec_layer {
 
 enum step_kind { STEP_CHAIN, STEP_CHAIN_GROW, STEP_DECODER };
 
+// client: the chain as a simple C client builds it. The same weights and
+// op sequence; but init_measure gets a graph built in a context of its
+// own, freed right after, and every compute a graph built in a context
+// wsp_ggml_init allocates itself (mem_buffer NULL), freed right after the
+// compute: each graph lands wherever malloc puts it. Shapes:
+//   CLIENT_SAME  measured and computed with n_ops nodes (the same shape);
+//   CLIENT_NEW   measured with n_ops + iters nodes, computed with n_ops
+//                every time (the first compute is a new shape, then the
+//                same again);
+//   CLIENT_GROW  measured with the largest, compute i has n_ops + i nodes.
+// BENCH_HEAP_SHIFT=N in the environment mallocs N bytes before anything
+// else the setup allocates, so that every context and tensor lies
+// elsewhere (held until teardown).
+enum client_shape { CLIENT_NONE, CLIENT_SAME, CLIENT_NEW, CLIENT_GROW };
+
 struct step_bench {
     enum step_kind kind;
+    enum client_shape client; // CLIENT_NONE: the graph's context on rmem (or BENCH_OWN_CONTEXT)
+    void * heap_shift; // BENCH_HEAP_SHIFT's block
+    size_t measured_hash_size; // the measured graph's visited hash table
     wsp_ggml_backend_t backends[2]; // TEST0, CPU
     wsp_ggml_backend_buffer_t buffers[2]; // weights (and the decoder's KV cache, inputs)
     struct wsp_ggml_context * wctx;
@@ -945,13 +963,24 @@ __attribute__((noinline)) void B(step_rebuild)(struct step_bench * s, int step) 
         wsp_ggml_free(s->rctx);
     }
     const char * own = getenv("BENCH_OWN_CONTEXT");
-    struct wsp_ggml_init_params p = { s->rmem_size, own != NULL && strcmp(own, "1") == 0 ? NULL : s->rmem, true };
+    const bool own_ctx = s->client != CLIENT_NONE || (own != NULL && strcmp(own, "1") == 0);
+    struct wsp_ggml_init_params p = { s->rmem_size, own_ctx ? NULL : s->rmem, true };
     s->rctx = wsp_ggml_init(p);
     BCHECK(s->rctx != NULL);
     switch (s->kind) {
-        case STEP_CHAIN: chain_build(s, s->rctx, 0); break;
+        case STEP_CHAIN: chain_build(s, s->rctx, s->client == CLIENT_GROW ? step : 0); break;
         case STEP_CHAIN_GROW: chain_build(s, s->rctx, step); break;
         case STEP_DECODER: dec_build(s, s->rctx, step); break;
+    }
+}
+
+// The client frees its graph's context as soon as it is done with it.
+static void step_client_free(struct step_bench * s) {
+    if (s->client != CLIENT_NONE && s->rctx != NULL) {
+        wsp_ggml_free(s->rctx);
+        s->rctx = NULL;
+        s->graph = NULL;
+        s->out = NULL;
     }
 }
 
@@ -962,18 +991,43 @@ static void step_sched(struct step_bench * s, int last_step) {
     s->sched = wsp_ggml_backend_sched_new(s->backends, 2);
     quiet_end(q);
     BCHECK(s->sched != NULL);
-    B(step_rebuild)(s, last_step);
+    if (s->client == CLIENT_NONE) {
+        B(step_rebuild)(s, last_step);
+    } else {
+        // the client's measure graph: the largest it will compute
+        BCHECK(s->kind == STEP_CHAIN);
+        if (s->rctx != NULL) {
+            wsp_ggml_free(s->rctx);
+        }
+        struct wsp_ggml_init_params p = { s->rmem_size, NULL, true };
+        s->rctx = wsp_ggml_init(p);
+        BCHECK(s->rctx != NULL);
+        chain_build(s, s->rctx, s->client == CLIENT_SAME ? 0 : last_step + (s->client == CLIENT_NEW ? 1 : 0));
+    }
     wsp_ggml_backend_sched_init_measure(s->sched, s->graph);
+    s->measured_hash_size = s->graph->visited_hash_table.size;
+    step_client_free(s);
 }
 
-// chain (grow = 0) or chain-grow (grow = 1) of n_ops nodes in blocks of
-// block_ops, a scheduler measured for `iters` computes.
+// chain (grow = 0) or chain-grow (grow = 1), or the client family (grow =
+// 2, 3, 4: CLIENT_SAME, CLIENT_NEW, CLIENT_GROW), of n_ops nodes in blocks
+// of block_ops, a scheduler measured for `iters` computes.
 struct step_bench * B(step_setup_chain)(int n_ops, int block_ops, int grow, int iters) {
     BCHECK(iters >= 1 && iters <= STEP_MAX);
     BCHECK(block_ops >= CHAIN_GROUP && block_ops % CHAIN_GROUP == 0);
     BCHECK(n_ops >= block_ops && n_ops % block_ops == 0);
-    BCHECK(n_ops + (grow ? iters - 1 : 0) <= CHAIN_GRAPH_SIZE);
-    struct step_bench * s = step_new(grow ? STEP_CHAIN_GROW : STEP_CHAIN);
+    BCHECK(grow >= 0 && grow <= 4);
+    BCHECK(n_ops + (grow ? iters : 0) <= CHAIN_GRAPH_SIZE);
+    const char * shift = getenv("BENCH_HEAP_SHIFT");
+    void * heap_shift = NULL;
+    if (shift != NULL && atol(shift) > 0) {
+        heap_shift = malloc((size_t)atol(shift));
+        BCHECK(heap_shift != NULL);
+        memset(heap_shift, 1, (size_t)atol(shift)); // (touched: a real client's data)
+    }
+    struct step_bench * s = step_new(grow == 1 ? STEP_CHAIN_GROW : STEP_CHAIN);
+    s->client = grow >= 2 ? (enum client_shape)(grow - 1) : CLIENT_NONE;
+    s->heap_shift = heap_shift;
     s->n_ops = n_ops;
     s->block_ops = block_ops;
     const int n_groups = n_ops / CHAIN_GROUP;
@@ -1149,6 +1203,7 @@ __attribute__((noinline)) void B(step_loop)(struct step_bench * s, int iters) {
         s->step_nodes[k] = s->graph->n_nodes;
         s->step_splits[k] = test_backend_stats(s->backends[0])->calls[TB_GRAPH_COMPUTE] - before;
         s->step_sum[k] = tensor_fnv(s->out);
+        step_client_free(s);
     }
 }
 
@@ -1166,7 +1221,7 @@ bool B(step_result)(struct step_bench * s, int k, int * n_nodes, long * test_spl
 // Size of the measured graph's visited hash table (the original sizes its
 // tables from it: see sched_graph_hash_size).
 size_t B(step_graph_hash_size)(struct step_bench * s) {
-    return s->graph->visited_hash_table.size;
+    return s->measured_hash_size;
 }
 
 void B(step_teardown)(struct step_bench * s) {
@@ -1181,6 +1236,7 @@ void B(step_teardown)(struct step_bench * s) {
     wsp_ggml_free(s->wctx);
     free(s->w);
     free(s->layers);
+    free(s->heap_shift);
     for (int i = 0; i < 2; i++) {
         wsp_ggml_backend_free(s->backends[i]);
     }

@@ -443,6 +443,29 @@ pub enum StepKind {
     ChainGrow,
     /// A gpt-2-shaped decoder, one token per compute, `n_past` one more each.
     Decoder,
+    /// The chain as a simple C client builds it: the measure graph and
+    /// every compute's graph each in a context `ggml_init` allocates
+    /// itself, freed right after; the same shape as measured.
+    Client,
+    /// The same, measured with a larger graph: the first compute is a new
+    /// shape, the next ones the same graph again.
+    ClientNew,
+    /// The same, one node more every compute (measured with the largest).
+    ClientGrow,
+}
+
+impl StepKind {
+    /// The `grow` argument of the driver's `step_setup_chain`; None: the decoder.
+    fn chain_variant(self) -> Option<c_int> {
+        match self {
+            StepKind::Chain => Some(0),
+            StepKind::ChainGrow => Some(1),
+            StepKind::Client => Some(2),
+            StepKind::ClientNew => Some(3),
+            StepKind::ClientGrow => Some(4),
+            StepKind::Decoder => None,
+        }
+    }
 }
 
 /// Splits of the "chain" families by default: 6000 nodes in blocks of 750
@@ -474,19 +497,18 @@ impl StepBench {
     /// layers; `splits`: the chain's blocks (ignored by the decoder).
     pub fn new(imp: Impl, kind: StepKind, size: usize, splits: usize, iters: usize) -> StepBench {
         assert!((1..=64).contains(&iters), "{iters} computes (1 to 64)");
-        let ptr = match kind {
-            StepKind::Chain | StepKind::ChainGrow => {
+        let ptr = match kind.chain_variant() {
+            Some(variant) => {
                 let whole = |a: usize, b: usize| a.checked_rem(b) == Some(0);
                 assert!(
                     splits > 0 && whole(size, splits) && whole(size / splits, 6),
                     "{size} nodes in {splits} blocks of whole groups of 6"
                 );
-                let grow = c_int::from(kind == StepKind::ChainGrow);
                 // SAFETY: plain values; the driver checks them.
-                unsafe { (imp.step_setup_chain)(size as c_int, (size / splits) as c_int, grow, iters as c_int) }
+                unsafe { (imp.step_setup_chain)(size as c_int, (size / splits) as c_int, variant, iters as c_int) }
             }
             // SAFETY: as above.
-            StepKind::Decoder => unsafe { (imp.step_setup_decoder)(size as c_int, iters as c_int) },
+            None => unsafe { (imp.step_setup_decoder)(size as c_int, iters as c_int) },
         };
         assert!(!ptr.is_null());
         let sb = StepBench { imp, kind, iters, ptr };

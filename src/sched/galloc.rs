@@ -172,14 +172,9 @@ impl Galloc {
 
     /// What the plan about to be made loaded of every tensor of the table,
     /// in the table's order: (data, buffer, view source, op).
-    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl Iterator<Item = (usize, usize, Option<SlotId>, i32)> + 'a {
-        self.placement
-            .tensors()
-            .iter()
-            .map(Tracked::loaded)
-            .zip(table.keys())
-            .filter(|(_, k)| k.is_some())
-            .map(|(l, _)| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
+    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone + 'a {
+        // (every slot of the table holds a tensor: its first ids)
+        self.placement.tensors()[..table.len()].iter().map(Tracked::loaded).map(|l| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
     }
 
     /// Whether the last plan, made for the same split in the same table,
@@ -249,6 +244,11 @@ impl Galloc {
     /// `tensors` tensors without allocating (exactly: a compute would
     /// allocate as much).
     pub fn reserve(&mut self, slots: usize, tensors: usize, log: &mut Record) {
+        // The steps of the plan just measured, and an eighth more: pushing
+        // them had doubled the vector, up to twice what a graph as large
+        // needs (16 bytes a step, about two a tensor).
+        let steps = &mut self.placement.steps;
+        steps.shrink_to(steps.len() + steps.len() / 8);
         let placed = self.placement.tensors();
         placed.reserve_exact(slots.saturating_sub(placed.len()));
         log.reserve_placement([0; 3], tensors);

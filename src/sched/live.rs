@@ -45,10 +45,20 @@ impl<'a> Live<'a> {
         }
     }
 
-    /// Slot `slot` is `t`.
+    /// Slot `slot` is `t` (the slots grow to hold it: registration numbers
+    /// them as it goes).
     #[inline(always)]
     pub fn set(&mut self, slot: Slot, t: TensorRef<'a>) {
-        self.tensors[slot.index()] = Some(t);
+        let i = slot.index();
+        if i >= self.tensors.len() {
+            self.grow_to(i + 1);
+        }
+        self.tensors[i] = Some(t);
+    }
+
+    #[cold]
+    fn grow_to(&mut self, len: usize) {
+        self.tensors.resize(len, None);
     }
 
     /// The handle of `slot`, if reached in this call.

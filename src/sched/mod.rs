@@ -601,7 +601,6 @@ fn make_split<'c>(
     func: &str,
 ) -> Result<bool, Retry> {
     Registrar { st, live: &mut call.live, backends, user }.index_graph(graph, attempt, func)?;
-    st.table.accept(attempt)?;
     let planned = {
         let mut probe = CProbe::new(&call.live, backends, &mut st.reuse);
         plan::plan_split(&mut probe, &mut st.table.info, &st.graph, &st.user_slots, &mut st.plan, settings)
@@ -627,7 +626,9 @@ impl Sched {
     /// unchanged.
     fn split<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, func: &str) -> Split {
         let backends = &self.refs[..];
-        let reused = self.user.is_empty() && self.st.still_valid(backends, graph, &mut call.live);
+        // (the same graph at the same addresses, or built again elsewhere)
+        let reused = self.user.is_empty()
+            && (self.st.still_valid(backends, graph, &mut call.live) || self.st.still_valid_moved(backends, graph, copies, &mut call.live));
         if reused {
             for c in 0..self.st.plan.copy_of.len() {
                 let copy = refresh_copy(backends, &self.st, copies, &call.live, c);

@@ -105,8 +105,10 @@ struct PlaceLog {
     /// Whether two tensors have the same type, shape and strides (one per
     /// node computed in place, or considered for it).
     layouts: Vec<(Slot, Slot, bool)>,
-    /// A tensor's `view_offs`.
-    offs: Vec<(Slot, usize)>,
+    /// A tensor's `view_offs` (in four bytes: a plan that read a larger
+    /// one is not kept, `offs_lost`).
+    offs: Vec<(Slot, u32)>,
+    offs_lost: bool,
 }
 
 /// Per tensor, the data, buffer (an index into `buffers`: a graph's
@@ -178,6 +180,7 @@ impl Record {
         log.sizes.clear();
         log.layouts.clear();
         log.offs.clear();
+        log.offs_lost = false;
     }
 
     /// Room in the placement's chapter for `asked` questions (sizes,
@@ -201,12 +204,21 @@ impl Record {
     /// Log what the plan about to be made loads of every tensor of the
     /// table: (data, buffer, view source, op) in the table's order. False
     /// if they live in too many buffers, or an op is too large, to log.
-    pub fn place_loaded(&mut self, tensors: impl Iterator<Item = (usize, usize, Option<SlotId>, i32)>) -> bool {
+    pub fn place_loaded(&mut self, tensors: impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone) -> bool {
         let l = &mut self.placement.loaded;
         l.clear();
+        // (one pass per field: each a plain copy into memory reserved
+        // before, where pushing the four side by side checked every
+        // vector's room for every tensor)
+        if !tensors.clone().all(|(_, _, _, op)| u8::try_from(op).is_ok()) {
+            return false;
+        }
+        l.data.extend(tensors.clone().map(|(data, ..)| data));
+        l.vsrc.extend(tensors.clone().map(|(_, _, vsrc, _)| vsrc));
+        l.op.extend(tensors.clone().map(|(.., op)| op as u8));
         // (the last buffer seen and its index: most tensors are in the same as the one before)
         let mut last: Option<(usize, u8)> = None;
-        for (data, buffer, vsrc, op) in tensors {
+        for (_, buffer, ..) in tensors {
             let b = match last {
                 Some((seen, b)) if seen == buffer => b,
                 _ => {
@@ -221,13 +233,7 @@ impl Record {
                     b
                 }
             };
-            let Ok(op) = u8::try_from(op) else {
-                return false;
-            };
-            l.data.push(data);
             l.buffer.push(b);
-            l.vsrc.push(vsrc);
-            l.op.push(op);
         }
         true
     }
@@ -241,7 +247,8 @@ impl Record {
         let n = log.arenas.len();
         log.arenas.iter_mut().zip(arenas).for_each(|(mine, spec)| mine.clone_from(spec));
         log.arenas.extend_from_slice(&arenas[n..]);
-        log.kept = generation;
+        // (a view offset it could not log: not kept)
+        log.kept = generation.filter(|_| !log.offs_lost);
     }
 
     /// The placement asked backend `b`'s buffer for the size of `id`.
@@ -259,7 +266,10 @@ impl Record {
     /// The placement read `id`'s view offset.
     #[inline]
     pub fn place_offs(&mut self, id: Slot, offs: usize) {
-        self.placement.offs.push((id, offs));
+        match u32::try_from(offs) {
+            Ok(o) => self.placement.offs.push((id, o)),
+            Err(_) => self.placement.offs_lost = true,
+        }
     }
 
     /// Whether the kept plan holds again: made in the table's
@@ -300,7 +310,7 @@ impl Record {
             }
         }
         for &(id, offs) in &log.offs {
-            if now.view_offs(id) != offs {
+            if now.view_offs(id) != offs as usize {
                 return false;
             }
         }

@@ -1,7 +1,9 @@
 //! Reusing the last split when the next graph is the same.
 //!
 //! Programs compute the same graph again and again, or rebuild an identical
-//! one in a reused context buffer (so at the same addresses). The
+//! one in a reused context buffer (so at the same addresses), or in a fresh
+//! context (elsewhere: [`State::still_valid_moved`], which walks the
+//! registration again over the kept slots). The
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
 //! exact, not a fingerprint. It compares what the passes read, where
@@ -26,14 +28,18 @@
 //! (galloc.rs) is kept and applied again while its own chapter of the log
 //! still holds, and planned again otherwise. A reuse also redoes the input copies (reset and renamed) and
 //! patches the graph's sources again.
+//!
+//! Both checks find the call's tensors again, slot by slot, and put each
+//! one's handle in the call's `Live` (live.rs): what the split kept names
+//! tensors only by identity.
 
-use super::ids::{PackedLoc, Slot};
+use super::ids::{PackedLoc, Slot, SlotId};
 use super::live::Live;
 use super::probe::{locate, Again};
 use super::record::{Standing, Via};
 use super::state::State;
 use super::table::{flags_of, Table};
-use crate::ggml::{GraphRef, TensorRef};
+use crate::ggml::{GraphRef, HeapTensors, TensorRef};
 use crate::handle::BackendRef;
 
 /// [`locate`] for many tensors in a row: a buffer or two hold most of a
@@ -45,7 +51,7 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    #[inline]
+    #[inline(always)]
     fn locate(&mut self, t: TensorRef) -> PackedLoc {
         let buffer = t.buffer();
         if buffer.is_null() {
@@ -67,8 +73,8 @@ struct Reread<'a> {
 }
 
 impl Reread<'_> {
-    /// Whether `t` is the tensor registered in `slot` and as registration
-    /// read it: compared field by field as the table stores them.
+    /// Whether tensor `t` (registered in `slot`) is as registration read
+    /// it: compared field by field as the table stores them.
     #[inline(always)]
     fn same(&mut self, t: TensorRef, slot: Slot) -> bool {
         if self.table.key(slot) != Some(t.id()) {
@@ -92,11 +98,16 @@ impl State {
     #[inline(never)]
     pub(super) fn still_valid<'c>(&self, backends: &[BackendRef], graph: GraphRef<'c>, live: &mut Live<'c>) -> bool {
         let st = self;
-        live.reset(st.table.size());
         if st.reuse.standing != Standing::Reusable || graph.n_nodes() != st.graph.nodes.len() || graph.n_leafs() != st.graph.leafs.len() {
             return false;
         }
         let table = &st.table;
+        // (a graph built again elsewhere differs at its first node: seen
+        // before its leafs are walked, which may be the same weights)
+        if graph.node_entry(0).map(TensorRef::id) != st.graph.nodes.first().and_then(|n| table.key(n.slot)) {
+            return false;
+        }
+        live.reset(table.size());
         let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
         for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
             match leaf {
@@ -130,15 +141,205 @@ impl State {
         // it: through a leaf or node found above, or an unlisted tensor
         // before it (registration's order).
         for &(slot, via) in &st.reuse.unlisted {
-            let t = match via {
-                Via::Src { of, j } => live.find(of).and_then(|t| t.src(usize::from(j))),
-                Via::ViewSrc { of } => live.find(of).and_then(TensorRef::view_src),
-            };
-            match t {
+            match via.follow(live) {
                 Some(t) if reread.same(t, slot) => live.set(slot, t),
                 _ => return false,
             }
         }
         st.reuse.answers_hold(&mut Again { live, backends })
+    }
+}
+
+impl Via {
+    /// The tensor reached this way in the running call, if any.
+    #[inline(always)]
+    fn follow<'c>(self, live: &Live<'c>) -> Option<TensorRef<'c>> {
+        match self {
+            Via::Src { of, j } => live.find(of).and_then(|t| t.src(usize::from(j))),
+            Via::ViewSrc { of } => live.find(of).and_then(TensorRef::view_src),
+        }
+    }
+}
+
+/// The registration of a graph walked again over a table being re-keyed
+/// ([`Table::start_rekey`]), checking that every tensor gets the slot the
+/// last split's registration gave the tensor in its place, with the same
+/// facts: probe.rs's `Registrar`, step by step, comparing where it writes.
+struct Rekey<'a, 'c> {
+    table: &'a mut Table,
+    /// The handles of the tensors re-keyed.
+    live: &'a mut Live<'c>,
+    locator: Locator<'a>,
+    /// The unlisted tensors of the last split, in the order registration
+    /// met them, and how many were met again.
+    unlisted: &'a [(Slot, Via)],
+    met: usize,
+}
+
+impl<'c> Rekey<'_, 'c> {
+    /// `t` gets `slot` (and its view sources theirs); `listed`: a leaf or
+    /// node.
+    #[inline(always)]
+    fn register(&mut self, t: TensorRef<'c>, slot: Slot, listed: bool) -> bool {
+        match self.table.rekey(t.id()) {
+            Some((s, new)) if s == slot => {
+                if !new {
+                    return true;
+                }
+                self.live.set(s, t);
+                // (most tensors view nothing: that case inline)
+                self.same_facts(s, t, listed) && (self.no_views(s, t) || self.view_chain(s, t))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `t`, in `slot`, views nothing now as then.
+    #[inline(always)]
+    fn no_views(&self, slot: Slot, t: TensorRef) -> bool {
+        t.view_src_id().is_none() && self.table.info[slot].vsrc.is_none()
+    }
+
+    /// As the registrar's `describe`: what it wrote of a new tensor.
+    #[inline(always)]
+    fn same_facts(&mut self, slot: Slot, t: TensorRef, listed: bool) -> bool {
+        let info = &self.table.info[slot];
+        if info.flags != flags_of(t) || info.packed_loc != self.locator.locate(t) {
+            return false;
+        }
+        if !listed {
+            if self.unlisted.get(self.met).map(|&(s, _)| s) != Some(slot) {
+                return false;
+            }
+            self.met += 1;
+        }
+        true
+    }
+
+    /// As the registrar's `register_view_chain`: the view sources of `t`.
+    #[inline(never)]
+    fn view_chain(&mut self, slot: Slot, t: TensorRef<'c>) -> bool {
+        let (mut at, mut next) = (slot, t.view_src());
+        while let Some(v) = next {
+            let Some(s) = self.table.info[at].view_src() else {
+                return false;
+            };
+            match self.table.rekey(v.id()) {
+                Some((got, new)) if got == s => {
+                    if !new {
+                        return true;
+                    }
+                    self.live.set(s, v);
+                    if !self.same_facts(s, v, false) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+            (at, next) = (s, v.view_src());
+        }
+        // (a view source registered then, none now)
+        self.table.info[at].view_src().is_none()
+    }
+
+    /// The view source of a leaf or node: registered as `vsrc` (None: none).
+    #[inline(always)]
+    fn vsrc(&mut self, t: TensorRef<'c>, vsrc: Option<SlotId>) -> bool {
+        match (t.view_src(), vsrc) {
+            (None, None) => true,
+            (Some(v), Some(s)) => self.register(v, s.slot(), false),
+            _ => false,
+        }
+    }
+}
+
+impl State {
+    /// Whether the last split holds for `graph` built again at other
+    /// addresses (a client's graph in a fresh context): the same graph,
+    /// tensor for tensor, as its registration reads it, with the same
+    /// answers to every logged question. Then the table holds `graph`'s
+    /// tensors in the same slots, with the same facts (and the split's
+    /// plan and copies, made from exactly these, hold: the input copies
+    /// are registered again after the graph, in their slots), and the
+    /// split is reused as in [`State::still_valid`]. Otherwise the table
+    /// is left for a new split, which clears it. (The passes are a
+    /// function of the registration's snapshot, in slots, and of the
+    /// logged answers: registration numbers the slots in the order it
+    /// meets the tensors, so a graph of the same structure gets the same
+    /// slots wherever it lies.)
+    ///
+    /// Every tensor re-keyed gets its handle in `live` (reset here); the
+    /// input copies are found by identity in `copies`.
+    #[inline(never)]
+    pub(super) fn still_valid_moved<'c>(
+        &mut self,
+        backends: &[BackendRef],
+        graph: GraphRef<'c>,
+        copies: &HeapTensors,
+        live: &mut Live<'c>,
+    ) -> bool {
+        if self.reuse.standing != Standing::Reusable
+            || graph.n_nodes() != self.graph.nodes.len()
+            || graph.n_leafs() != self.graph.leafs.len()
+            || !self.user_slots.is_empty()
+        {
+            return false;
+        }
+        // (a graph whose first node is where the last one's was is not
+        // elsewhere: still_valid judged it)
+        let first = self.graph.nodes.first().and_then(|n| self.table.key(n.slot));
+        if graph.node_entry(0).map(TensorRef::id) == first {
+            return false;
+        }
+        let n = self.table.start_rekey();
+        live.reset(n);
+        let locator = Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() };
+        let mut w = Rekey { table: &mut self.table, live, locator, unlisted: &self.reuse.unlisted, met: 0 };
+        for (leaf, &(slot, vsrc)) in graph.leaf_entries().zip(&self.graph.leafs) {
+            match leaf {
+                Some(t) if w.register(t, slot, true) && w.vsrc(t, vsrc) => {}
+                _ => return false,
+            }
+        }
+        let mut last: Option<(TensorRef<'c>, Slot)> = None;
+        let mut k = 0;
+        for (node, n) in graph.node_entries().zip(&self.graph.nodes) {
+            let Some(t) = node.filter(|&t| w.register(t, n.slot, true)) else {
+                return false;
+            };
+            let end = n.srcs_end as usize;
+            for (_, src) in t.srcs() {
+                let Some(&want) = self.graph.srcs.get(k).filter(|_| k < end) else {
+                    return false;
+                };
+                let same = match last {
+                    Some((l, s)) if l == src => s == want,
+                    _ => w.register(src, want, false),
+                };
+                if !same {
+                    return false;
+                }
+                k += 1;
+            }
+            if k != end || !w.vsrc(t, n.vsrc) {
+                return false;
+            }
+            last = Some((t, n.slot));
+        }
+        if w.met != w.unlisted.len() {
+            return false;
+        }
+        // the input copies, in their slots after the graph's tensors (their
+        // handles come with the copies made again for this call)
+        for (c, &want) in self.copy_slots.iter().enumerate() {
+            match copies.id(c).and_then(|id| w.table.rekey(id)) {
+                Some((s, true)) if s == want => {}
+                _ => return false,
+            }
+        }
+        if w.table.len() != n {
+            return false;
+        }
+        self.reuse.answers_hold(&mut Again { live, backends })
     }
 }

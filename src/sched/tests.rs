@@ -108,6 +108,16 @@ fn still_valid(w: &mut World, st: &mut State) -> bool {
     })
 }
 
+/// As [`still_valid`], for the graph built again elsewhere.
+fn still_valid_moved(w: &mut World, st: &mut State) -> bool {
+    let backends = w.refs();
+    w.with_graph(|graph, copies| {
+        let mut room = Room::default();
+        let mut live = Live::new(&mut room);
+        st.still_valid_moved(&backends, graph, copies, &mut live)
+    })
+}
+
 #[test]
 fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
     // each case changes one thing; `true`: the split still holds (no pass
@@ -132,18 +142,91 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
         }),
     ];
     for &(what, holds, change) in cases {
+        // the graph as it was, or built again elsewhere (its nodes, or its
+        // leafs too, new tensors with the same contents)
+        for moved in [None, Some(false), Some(true)] {
+            let mut w = World::with_backends(&[c"A", c"B"]);
+            let wa = w.leaf(8, Some(0));
+            let xb = w.leaf(8, Some(1));
+            // B's source first, then A's (better priority): their sizes decide
+            let n0 = w.node(OP_ADD, 8, &[xb, wa]);
+            let n1 = w.node(OP_MUL, 8, &[n0, xb]);
+            let mut st = plan(&mut w, &PtrMap::new());
+            st.reuse.standing = Standing::Reusable;
+            assert!(st.reuse.compared_sizes(), "the source rule compared sizes");
+            let Some(leafs) = moved else {
+                change(&mut w, [wa, xb, n0, n1]);
+                assert_eq!(still_valid(&mut w, &mut st), holds, "reuse after changing {what}");
+                continue;
+            };
+            let t = rebuild_elsewhere(&mut w, leafs, [wa, xb, n0, n1]);
+            change(&mut w, t);
+            assert!(!still_valid(&mut w, &mut st), "{what}: not at the same addresses");
+            let again = still_valid_moved(&mut w, &mut st);
+            assert_eq!(again, holds, "reuse of the graph built elsewhere after changing {what}");
+            if again {
+                // every slot holds the new tensor in the old one's place
+                for (k, &new) in t.iter().enumerate() {
+                    assert!(st.table.find(TensorId::of_ptr(new).unwrap()).is_some(), "{what}: tensor {k} registered again");
+                }
+                assert_eq!(st.table.find(TensorId::of_ptr(n1).unwrap()), None, "{what}: the old nodes are gone");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_graph_of_views_built_again_elsewhere_reuses_the_split_unless_a_view_changed() {
+    // views of a leaf and of a node (registration walks their chains), the
+    // graph built again with every tensor new
+    for change in [None, Some(0), Some(1), Some(2)] {
         let mut w = World::with_backends(&[c"A", c"B"]);
         let wa = w.leaf(8, Some(0));
         let xb = w.leaf(8, Some(1));
-        // B's source first, then A's (better priority): their sizes decide
-        let n0 = w.node(OP_ADD, 8, &[xb, wa]);
-        let n1 = w.node(OP_MUL, 8, &[n0, xb]);
+        let v0 = w.view(wa, 8);
+        let n0 = w.node(OP_ADD, 8, &[xb, v0]);
+        let v1 = w.view(n0, 8);
+        let n1 = w.node(OP_MUL, 8, &[v1, xb]);
         let mut st = plan(&mut w, &PtrMap::new());
         st.reuse.standing = Standing::Reusable;
-        assert!(st.reuse.compared_sizes(), "the source rule compared sizes");
-        change(&mut w, [wa, xb, n0, n1]);
-        assert_eq!(still_valid(&mut w, &mut st), holds, "reuse after changing {what}");
+        let [wa2, xb2, _, n1b] = rebuild_elsewhere(&mut w, true, [wa, xb, n0, n1]);
+        let v1b = get(n1b).src[0];
+        match change {
+            None => {}
+            // a view of another tensor, of the same graph
+            Some(0) => edit(v1b, |x| x.view_src = xb2),
+            // a view source the graph does not list
+            Some(1) => edit(v1b, |x| x.view_src = wa),
+            // a node that was a view views nothing now
+            _ => edit(v1b, |x| x.view_src = core::ptr::null_mut()),
+        }
+        let _ = wa2;
+        let again = still_valid_moved(&mut w, &mut st);
+        assert_eq!(again, change.is_none(), "change {change:?}");
     }
+}
+
+/// The world's graph built again elsewhere, as a client builds it in a new
+/// context: every node (and with `leafs`, every leaf) a new tensor with the
+/// same contents, whose sources and view sources are the new tensors.
+/// Returns `t`'s tensors as they are now.
+fn rebuild_elsewhere(w: &mut World, leafs: bool, t: [*mut wsp_ggml_tensor; 4]) -> [*mut wsp_ggml_tensor; 4] {
+    let old: Vec<*mut wsp_ggml_tensor> = if leafs { w.leafs.iter().chain(&w.nodes).copied().collect() } else { w.nodes.clone() };
+    let mut map = Vec::new();
+    for &o in &old {
+        let n = w.tensor(1, None);
+        edit(n, |x| *x = get(o));
+        map.push((o, n));
+    }
+    let now = |p: *mut wsp_ggml_tensor| map.iter().find(|&&(o, _)| o == p).map_or(p, |&(_, n)| n);
+    for &(_, n) in &map {
+        edit(n, |x| {
+            x.src.iter_mut().for_each(|s| *s = now(*s));
+            x.view_src = now(x.view_src);
+        });
+    }
+    w.leafs.iter_mut().chain(w.nodes.iter_mut()).for_each(|p| *p = now(*p));
+    t.map(now)
 }
 
 // --- the allocation (galloc.rs) over the passes' result ---------------------

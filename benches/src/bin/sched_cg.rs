@@ -1,6 +1,6 @@
 //! Runs benchmark 1's compute loop for one implementation, for
 //! `scripts/callgrind`:
-//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle|chain|chain-grow|decoder] [splits]`.
+//! `sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [steady|vary|rebuilt|rebuilt-vary|cycle|chain|chain-grow|decoder|client|client-new|client-grow] [splits]`.
 //!
 //! - `steady` (default): the same graph computed again
 //!   (`<prefix>sched_loop`);
@@ -21,6 +21,12 @@
 //!   `n_nodes` nodes in `splits` blocks (default 8), the same graph every
 //!   compute; `chain-grow`: one gelu more at every compute; `decoder`: a
 //!   gpt-2-shaped decoder of `n_nodes` LAYERS, one token per compute.
+//!   `client`, `client-new`, `client-grow`: the chain as a simple C client
+//!   builds it (c/bench_drv.c, `enum client_shape`): every graph, the
+//!   measured one too, in a context `ggml_init` allocates itself and frees
+//!   right after; the same shape as measured, a new shape first, or one
+//!   node more each time. `BENCH_HEAP_SHIFT=N` mallocs N bytes before the
+//!   setup, so that every graph lands elsewhere.
 //!   Prints the JSON line with, per compute, the graph's nodes, the test
 //!   backend's splits and the output's hash (`computes`).
 //!
@@ -36,7 +42,8 @@
 //! implementations can be compared.
 use wsp_bench::{Impl, SchedBench, StepBench, StepKind, BLOCK_NODES, CHAIN_SPLITS};
 
-const MODES: [&str; 8] = ["steady", "vary", "rebuilt", "rebuilt-vary", "cycle", "chain", "chain-grow", "decoder"];
+const MODES: [&str; 11] =
+    ["steady", "vary", "rebuilt", "rebuilt-vary", "cycle", "chain", "chain-grow", "decoder", "client", "client-new", "client-grow"];
 
 fn usage() -> ! {
     eprintln!("usage: sched_cg <ours|ref> <n_backends> <n_nodes> <iters> [{}] [splits]", MODES.join("|"));
@@ -66,6 +73,9 @@ fn steps(imp: Impl, kind: StepKind, nb: usize, size: usize, iters: usize, splits
         StepKind::Chain => "chain",
         StepKind::ChainGrow => "chain-grow",
         StepKind::Decoder => "decoder",
+        StepKind::Client => "client",
+        StepKind::ClientNew => "client-new",
+        StepKind::ClientGrow => "client-grow",
     };
     println!(
         "{{\"impl\":\"{}\",\"n_backends\":{nb},{size},\"iters\":{iters},\"mode\":\"{mode}\",\"computes\":[{}]}}",
@@ -91,6 +101,9 @@ fn main() {
         "chain" => Some(StepKind::Chain),
         "chain-grow" => Some(StepKind::ChainGrow),
         "decoder" => Some(StepKind::Decoder),
+        "client" => Some(StepKind::Client),
+        "client-new" => Some(StepKind::ClientNew),
+        "client-grow" => Some(StepKind::ClientGrow),
         _ => None,
     };
     if let Some(kind) = step_kind {

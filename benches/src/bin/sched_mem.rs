@@ -2,7 +2,8 @@
 //! column; see BENCHMARKS.md). Linked with `-Wl,--wrap=malloc,...` (build.rs)
 //! so that every heap block of C and Rust code is counted (c/alloc_count.c).
 //!
-//! `sched_mem [--quick]` prints one JSON object per (implementation, size):
+//! `sched_mem [--quick] [--sizes N,N,...]` prints one JSON object per
+//! (implementation, size) (sizes: 256, 2048 and 16384 nodes by default):
 //! - `cycle_allocs`, `cycle_bytes`: heap blocks and bytes allocated by one
 //!   `sched_new` + `init_measure` + `sched_free` (cumulative);
 //! - `cycle_peak`: the most heap the cycle held at once;
@@ -38,7 +39,11 @@ fn stats() -> Stats {
 }
 
 fn main() {
-    let sizes: Vec<usize> = if quick() || std::env::args().any(|a| a == "--quick") { vec![256] } else { vec![256, 2048, 16384] };
+    let mut sizes: Vec<usize> = if quick() || std::env::args().any(|a| a == "--quick") { vec![256] } else { vec![256, 2048, 16384] };
+    // `--sizes 256,512,...`: other graph sizes (multiples of 64)
+    if let Some(list) = std::env::args().skip_while(|a| a != "--sizes").nth(1) {
+        sizes = list.split(',').map(|n| n.parse().expect("--sizes: node counts")).collect();
+    }
     IMPLS[0].quiet_stderr();
     for &n in &sizes {
         for imp in IMPLS {

@@ -17,7 +17,7 @@ use crate::prelude::*;
 
 use super::snapshot::Refusal;
 use super::talloc_model::Model;
-use crate::sched::ids::{BackendIdx, Slot};
+use crate::sched::ids::{BackendIdx, Slot, SlotId};
 
 /// An allocation id (a table slot, or an extra tensor past the table), when
 /// there may be none.
@@ -143,12 +143,15 @@ pub(in crate::sched) enum Unplaced {
 pub(in crate::sched) struct Tracked {
     data: usize,
     buffer: usize,
-    vsrc: Id,
+    /// Its view source ([`Tracked::vsrc`]), in four bytes.
+    vsrc_id: Option<SlotId>,
     /// ggml-alloc's counts: nodes of the walk that read it, views of it.
     children: i32,
     views: i32,
     backend: Option<BackendIdx>,
-    op: i32,
+    /// Its op, [`OTHER_OP`] for a value past ggml's ops (none is 255 or
+    /// more): a byte, so that the state is 40 bytes a tensor, not 48.
+    op: u8,
     /// The size this plan allocated it with (0: not allocated by the plan):
     /// freed with the same, without asking the buffer again.
     bytes: usize,
@@ -177,20 +180,38 @@ const fn padded(size: usize, align: usize) -> usize {
 impl Tracked {
     /// Its view source (the loader resolves one after the others).
     pub fn set_vsrc(&mut self, v: Slot) {
-        self.vsrc = Some(v);
+        self.vsrc_id = Some(v.into());
+    }
+
+    /// Its view source.
+    #[inline(always)]
+    fn vsrc(&self) -> Id {
+        self.vsrc_id.map(SlotId::slot)
     }
 
     /// A tensor as loaded, before the plan.
     #[inline(always)]
     pub fn loaded(&self) -> Loaded {
-        Loaded { data: self.data, buffer: self.buffer, vsrc: self.vsrc, backend: self.backend, op: self.op }
+        Loaded { data: self.data, buffer: self.buffer, vsrc: self.vsrc(), backend: self.backend, op: i32::from(self.op) }
     }
 }
+
+/// The op the plan tracks for an op value that is not one of ggml's (255
+/// or more, or negative): none that can compute in place, which is all the
+/// plan asks of an op. (A kept plan logs the op it loaded and compares it
+/// with the tensor's then: such a value never matches, so its plan is made
+/// again.)
+const OTHER_OP: u8 = u8::MAX;
+
+// (the point of the byte)
+const _: () = assert!(core::mem::size_of::<Tracked>() <= 40);
 
 impl From<Loaded> for Tracked {
     #[inline(always)]
     fn from(l: Loaded) -> Tracked {
-        Tracked { data: l.data, buffer: l.buffer, vsrc: l.vsrc, children: 0, views: 0, backend: l.backend, op: l.op, bytes: 0 }
+        let op = u8::try_from(l.op).unwrap_or(OTHER_OP);
+        let vsrc_id = l.vsrc.map(SlotId::from);
+        Tracked { data: l.data, buffer: l.buffer, vsrc_id, children: 0, views: 0, backend: l.backend, op, bytes: 0 }
     }
 }
 
@@ -248,7 +269,7 @@ impl Placement {
         // count children and views (initialising views of memory set by hand)
         for &(id, s, e) in &order.entries {
             let n = self.slots[id];
-            if let Some(v) = n.vsrc {
+            if let Some(v) = n.vsrc() {
                 self.slots[v].views += 1;
                 if n.buffer == 0 && n.data != 0 {
                     self.init_view(id, None, probe)?;
@@ -257,7 +278,7 @@ impl Placement {
             for &q in &order.srcs[s as usize..e as usize] {
                 let ps = &mut self.slots[q];
                 ps.children += 1;
-                if ps.vsrc.is_some() && ps.buffer == 0 && ps.data != 0 {
+                if ps.vsrc_id.is_some() && ps.buffer == 0 && ps.data != 0 {
                     self.init_view(q, None, probe)?;
                 }
             }
@@ -276,7 +297,7 @@ impl Placement {
                 let ps = &mut self.slots[q];
                 ps.children -= 1;
                 if ps.children == 0 && ps.views == 0 {
-                    let Some(v) = ps.vsrc else {
+                    let Some(v) = ps.vsrc() else {
                         self.free(q, arenas, probe)?;
                         continue;
                     };
@@ -296,9 +317,9 @@ impl Placement {
     fn init_view<P: PlaceProbe>(&mut self, id: Slot, owner: Id, probe: &mut P) -> Result<(), Unplaced> {
         let i = id;
         if owner.is_some() {
-            self.slots[i].vsrc = owner;
+            self.slots[i].vsrc_id = owner.map(SlotId::from);
         }
-        let vsrc = self.slots[i].vsrc.expect("a view, or in place in an owner's memory");
+        let vsrc = self.slots[i].vsrc().expect("a view, or in place in an owner's memory");
         let v = self.slots[vsrc];
         if v.data == 0 {
             let (t, src) = (probe.name(id), probe.name(vsrc));
@@ -324,7 +345,7 @@ impl Placement {
     fn allocate<P: PlaceProbe>(&mut self, id: Slot, srcs: Option<&[Slot]>, arenas: &[ArenaSpec], probe: &mut P) -> Result<bool, Unplaced> {
         let i = id;
         let n = self.slots[i];
-        if n.vsrc.is_some() {
+        if n.vsrc_id.is_some() {
             self.init_view(id, None, probe)?;
             return Ok(true);
         }
@@ -334,7 +355,7 @@ impl Placement {
         };
         let arena = &arenas[b];
         let mut keep = true;
-        if can_inplace(self.in_place, n.op) {
+        if can_inplace(self.in_place, i32::from(n.op)) {
             let own;
             let srcs = match srcs {
                 Some(s) => s,
@@ -353,7 +374,7 @@ impl Placement {
                 if !probe.same_layout(id, q) {
                     continue;
                 }
-                let Some(v) = ps.vsrc else {
+                let Some(v) = ps.vsrc() else {
                     self.slots[q].views += 1;
                     self.init_view(id, Some(q), probe)?;
                     return Ok(keep);
