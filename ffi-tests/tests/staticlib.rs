@@ -217,7 +217,14 @@ const LIBC_IMPORTS: &[&str] = &[
     "bcmp",
     "calloc",
     "clock_gettime",
+    // the schedule picture written to WSP_GGML_SCHED_DOT's file (src/platform.rs)
+    "fclose",
+    // C's output streams flushed before an abort, so a program's buffered
+    // output is not lost (src/platform.rs)
+    "fflush",
+    "fopen",
     "free",
+    "fwrite",
     "getauxval",
     "getenv",
     "malloc",
