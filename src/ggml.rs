@@ -231,6 +231,7 @@ impl<'a> TensorRef<'a> {
     #[inline(always)]
     pub fn name(self) -> Name {
         let raw: [c_char; WSP_GGML_MAX_NAME] = read_field!(self.p(), name);
+        #[allow(clippy::unnecessary_cast)] // (c_char is u8 on Arm)
         Name(raw.map(|c| c as u8))
     }
     pub fn name_lossy(self) -> String {
@@ -300,10 +301,14 @@ impl<'a> TensorRef<'a> {
         let mut t = zeroed_tensor();
         t.type_ = src.type_();
         t.n_dims = src.n_dims();
-        let ne = src.ne();
-        for (i, n) in t.ne.iter_mut().enumerate() {
-            *n = if (i as c_int) < t.n_dims { ne[i] } else { 1 };
+        // (built apart and stored whole: the struct is packed on 32-bit Arm)
+        let (src_ne, mut ne) = (src.ne(), [1i64; WSP_GGML_MAX_DIMS]);
+        for (i, n) in ne.iter_mut().enumerate() {
+            if (i as c_int) < t.n_dims {
+                *n = src_ne[i];
+            }
         }
+        t.ne = ne;
         t.nb = src.nb();
         let n = name.len().min(WSP_GGML_MAX_NAME - 1);
         for (d, &b) in t.name.iter_mut().zip(&name[..n]) {

@@ -197,7 +197,8 @@ impl Galloc {
         let mut last: Option<(BackendIdx, BufferRef, Placer)> = None;
         for &step in &self.placement.steps {
             match step {
-                Step::Alloc { id, b, offset, size } => {
+                Step::Alloc { id, b, offset } => {
+                    let size = self.placement.allocated(id);
                     let t = live.get(id);
                     let (buffer, placer) = match last {
                         Some((lb, buffer, placer)) if lb == b => (buffer, placer),

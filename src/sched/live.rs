@@ -50,15 +50,18 @@ impl<'a> Live<'a> {
     #[inline(always)]
     pub fn set(&mut self, slot: Slot, t: TensorRef<'a>) {
         let i = slot.index();
-        if i >= self.tensors.len() {
-            self.grow_to(i + 1);
+        match i.cmp(&self.tensors.len()) {
+            core::cmp::Ordering::Less => self.tensors[i] = Some(t),
+            // (registration's new slots come in order)
+            core::cmp::Ordering::Equal => self.tensors.push(Some(t)),
+            core::cmp::Ordering::Greater => self.grow_to(i, t),
         }
-        self.tensors[i] = Some(t);
     }
 
     #[cold]
-    fn grow_to(&mut self, len: usize) {
-        self.tensors.resize(len, None);
+    fn grow_to(&mut self, i: usize, t: TensorRef<'a>) {
+        self.tensors.resize(i, None);
+        self.tensors.push(Some(t));
     }
 
     /// The handle of `slot`, if reached in this call.
@@ -71,6 +74,11 @@ impl<'a> Live<'a> {
     #[inline(always)]
     pub fn get(&self, slot: Slot) -> TensorRef<'a> {
         self.find(slot).expect("a slot reached in this call")
+    }
+
+    /// Room for `slots` slots in all (exactly: the scheduler keeps it).
+    pub fn reserve(&mut self, slots: usize) {
+        self.tensors.reserve_exact(slots.saturating_sub(self.tensors.len()));
     }
 
     /// Keep only the first `size` slots (drops the extra tensors).

@@ -249,7 +249,8 @@ impl Sched {
         self.phase = Phase::Ready;
         self.finish(call);
         // (the call's memory is back in its rooms only now)
-        self.rooms.reserve(slots, tensors);
+        let patches = self.st.plan.patches.len();
+        self.rooms.reserve(tensors, patches + patches / 4);
     }
 
     /// `wsp_ggml_backend_sched_reset`: forget user assignments and the last

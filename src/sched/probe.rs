@@ -103,7 +103,8 @@ impl<'c> Registrar<'_, 'c> {
     pub(super) fn index_graph(&mut self, graph: GraphRef<'c>, attempt: &Attempt, func: &str) -> Result<(), Full> {
         let st = &mut self.st;
         st.table.clear_for(attempt);
-        self.live.reset(st.table.size());
+        self.live.reset(0);
+        self.live.reserve(st.table.capacity());
         st.clear_split();
         st.graph.leafs.reserve_exact(graph.n_leafs());
         st.graph.nodes.reserve_exact(graph.n_nodes());

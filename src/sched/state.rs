@@ -224,10 +224,11 @@ pub(super) struct Rooms {
 }
 
 impl Rooms {
-    /// Room for a call on a table of `slots` slots and `tensors` tensors.
-    pub(super) fn reserve(&mut self, slots: usize, tensors: usize) {
-        self.live.reserve(slots);
-        self.redirected.reserve(tensors);
+    /// Room for a call on `tensors` tensors that redirects `patches`
+    /// sources.
+    pub(super) fn reserve(&mut self, tensors: usize, patches: usize) {
+        self.live.reserve(tensors);
+        self.redirected.reserve(patches);
     }
 
     /// Give the memory back.

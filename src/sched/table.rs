@@ -341,6 +341,11 @@ impl Table {
         self.keys.len()
     }
 
+    /// Tensors the table has room for without growing.
+    pub fn capacity(&self) -> usize {
+        self.keys.capacity()
+    }
+
     /// Number of registered tensors.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -439,8 +444,12 @@ mod tests {
         // (address modulo a prime), and its whole split was made again.
         let (nodes, weights) = if cfg!(miri) { (200, 134) } else { (2000, 1336) };
         let mut t = Table::default();
-        let mut bases: Vec<(usize, usize)> = (0..2 * TENSOR_STRIDE / 16).map(|k| (0x5555_0000_0000 + 16 * k, 0x5555_1000_0000)).collect();
-        bases.extend((0..64).map(|k| (0x7f00_0000_0000 + k * 4096 * 37 + (k % 7) * 16, 0x5600_0000_0000 + k * 65536)));
+        // (high addresses as a 64-bit heap has them; on a 32-bit target,
+        // the same shifted down to fit)
+        let high = |a: u64| (a >> (64 - usize::BITS)) as usize;
+        let mut bases: Vec<(usize, usize)> =
+            (0..2 * TENSOR_STRIDE / 16).map(|k| (high(0x5555_0000_0000) + 16 * k, high(0x5555_1000_0000))).collect();
+        bases.extend((0..64).map(|k| (high(0x7f00_0000_0000) + k * 4096 * 37 + (k % 7) * 16, high(0x5600_0000_0000) + k * 65536)));
         bases.extend((1..32).map(|k| (k << 20, (k << 20) + nodes * TENSOR_STRIDE))); // one block: weights after the graph
         if cfg!(miri) {
             bases.truncate(8);

@@ -100,9 +100,9 @@ pub(in crate::sched) trait PlaceProbe {
 /// What the allocation does, in ggml-alloc's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::sched) enum Step {
-    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer, `size`
-    /// bytes (the buffer's `get_alloc_size`).
-    Alloc { id: Slot, b: BackendIdx, offset: usize, size: usize },
+    /// `ggml_tallocr_alloc` at `offset` in backend `b`'s buffer (its size:
+    /// [`Placement::allocated`]).
+    Alloc { id: Slot, b: BackendIdx, offset: usize },
     /// `init_view`; `owner`: the node is computed in place in the memory of
     /// `owner`, which becomes its view source. `b`: the backend whose
     /// buffer initialises it, if any.
@@ -226,6 +226,12 @@ impl Placement {
     /// with what it reads: `Slot::from(Loaded)`; a plan changes them).
     pub fn tensors(&mut self) -> &mut Vec<Tracked> {
         &mut self.slots
+    }
+
+    /// The bytes the last plan allocated tensor `id` with (0: none).
+    #[inline(always)]
+    pub fn allocated(&self, id: Slot) -> usize {
+        self.slots.get(id.index()).map_or(0, |s| s.bytes)
     }
 
     /// Plan the allocation of `order` over the tensors loaded (see
@@ -395,7 +401,7 @@ impl Placement {
         s.buffer = arena.buffer;
         s.bytes = bytes;
         self.max[b] = self.max[b].max(offset + size);
-        self.steps.push(Step::Alloc { id, b, offset, size: bytes });
+        self.steps.push(Step::Alloc { id, b, offset });
         Ok(keep)
     }
 

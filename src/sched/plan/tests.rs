@@ -741,11 +741,11 @@ mod placement {
         assert_eq!(
             p.steps,
             vec![
-                Step::Alloc { id: Slot::new(1), b, offset: 0, size: 32 },
+                Step::Alloc { id: Slot::new(1), b, offset: 0 },
                 Step::View { id: Slot::new(2), b: Some(b), owner: Some(Slot::new(1)) },
-                Step::Alloc { id: Slot::new(3), b, offset: 32, size: 32 },
+                Step::Alloc { id: Slot::new(3), b, offset: 32 },
                 Step::Free { id: Slot::new(1), b },
-                Step::Alloc { id: Slot::new(4), b, offset: 0, size: 32 },
+                Step::Alloc { id: Slot::new(4), b, offset: 0 },
                 Step::Free { id: Slot::new(3), b },
             ]
         );
