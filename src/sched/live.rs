@@ -49,16 +49,25 @@ impl<'a> Live<'a> {
     /// them as it goes).
     #[inline(always)]
     pub fn set(&mut self, slot: Slot, t: TensorRef<'a>) {
-        let i = slot.index();
-        match i.cmp(&self.tensors.len()) {
-            core::cmp::Ordering::Less => self.tensors[i] = Some(t),
-            // (registration's new slots come in order)
-            core::cmp::Ordering::Equal => self.tensors.push(Some(t)),
-            core::cmp::Ordering::Greater => self.grow_to(i, t),
+        match self.tensors.get_mut(slot.index()) {
+            Some(e) => *e = Some(t),
+            None => self.grow_to(slot.index(), t),
+        }
+    }
+
+    /// [`Live::set`] for a slot just registered: registration numbers them
+    /// in order, so it is nearly always the next one.
+    #[inline(always)]
+    pub fn set_new(&mut self, slot: Slot, t: TensorRef<'a>) {
+        if slot.index() == self.tensors.len() {
+            self.tensors.push(Some(t));
+        } else {
+            self.set(slot, t);
         }
     }
 
     #[cold]
+    #[inline(never)]
     fn grow_to(&mut self, i: usize, t: TensorRef<'a>) {
         self.tensors.resize(i, None);
         self.tensors.push(Some(t));

@@ -201,7 +201,7 @@ impl<'c> Registrar<'_, 'c> {
     /// `via`: how an unlisted tensor was reached (`None`: a leaf or node).
     fn describe(&mut self, slot: Slot, t: TensorRef<'c>, via: Option<Via>) {
         // (the view source's slot is set when it is registered)
-        self.live.set(slot, t);
+        self.live.set_new(slot, t);
         self.st.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.id().addr() as u64) {

@@ -186,7 +186,7 @@ impl<'c> Rekey<'_, 'c> {
                 if !new {
                     return true;
                 }
-                self.live.set(s, t);
+                self.live.set_new(s, t);
                 // (most tensors view nothing: that case inline)
                 self.same_facts(s, t, listed) && (self.no_views(s, t) || self.view_chain(s, t))
             }
@@ -229,7 +229,7 @@ impl<'c> Rekey<'_, 'c> {
                     if !new {
                         return true;
                     }
-                    self.live.set(s, v);
+                    self.live.set_new(s, v);
                     if !self.same_facts(s, v, false) {
                         return false;
                     }

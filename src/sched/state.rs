@@ -295,7 +295,7 @@ impl State {
         for c in 0..self.plan.copy_of.len() {
             let copy = refresh_copy(backends, self, copies, live, c);
             let (cslot, _) = self.table.insert(copy.id())?;
-            live.set(cslot, copy);
+            live.set_new(cslot, copy);
             self.copy_slots.push(cslot);
             let info = &mut self.table.info[cslot];
             info.assign = Some(self.plan.copy_of[c].backend);
