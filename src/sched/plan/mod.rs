@@ -639,7 +639,7 @@ impl<P: Probe> Planner<'_, P> {
 
     /// Pass 4: cut a split wherever the backend changes (view ops never cut),
     /// and plan copies on the split's backend for sources living elsewhere
-    /// (made by `make_copies`, patched into the graph by `State::patch`). A
+    /// (made by `make_copies`, patched into the graph by `Redirections::apply`). A
     /// node still without a backend would crash the original later; we
     /// refuse it instead. With [`Pass3::Checked`], pass 3 has not run: the
     /// walk stops ([`Walk::Pass3Places`]) at the first assigned node with a
