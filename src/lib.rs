@@ -48,8 +48,8 @@ use handle::talloc;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::ggml::{GraphRef, TensorId, TensorRef};
-    pub use crate::handle::BackendRef;
+    pub use crate::ggml::{wsp_ggml_tensor, zeroed_tensor, GraphRef, TensorId, TensorRef};
+    pub use crate::handle::{BackendRef, BufferRef, OwnedBuffer, Placer};
     pub use crate::sched::{Sched, SchedCell};
 }
 

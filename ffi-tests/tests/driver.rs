@@ -7,7 +7,7 @@
 
 use std::ffi::c_void;
 
-use wsp_ggml_backend::internals::{BackendRef, GraphRef, Sched, SchedCell, TensorRef};
+use wsp_ggml_backend::internals::{zeroed_tensor, BackendRef, GraphRef, Sched, SchedCell, TensorRef};
 
 #[repr(C)]
 struct Dw {
@@ -241,4 +241,41 @@ fn graphs_freed_between_computes() {
         let after = w.tb();
         assert_eq!((after.0 - before.0, after.1 - before.1), (i64::from(n / 2), i64::from(n / 2)), "{n} layers");
     }
+}
+
+/// Every placement the scheduler writes goes through `Placer`, which checks
+/// it against its buffer: one inside is written as ggml-alloc writes it;
+/// one that a corrupted plan would put past the end stops the call with a
+/// message naming the tensor, and writes nothing. (The stop is an abort:
+/// this test runs itself again in a child process to see it.)
+#[test]
+fn a_placement_outside_its_buffer_stops_with_a_message() {
+    let w = World::new(0);
+    let buffer = w.backend(0).alloc_owned_buffer(64).expect("a CPU buffer");
+    let (placer, size) = (buffer.get().placer(false), buffer.get().size());
+    let mut t = zeroed_tensor();
+    t.name[..4].copy_from_slice(&[b'o' as _, b'u' as _, b't' as _, 0]);
+    // SAFETY: a local tensor, live for the handle's use below.
+    let handle = unsafe { TensorRef::new(&mut t) }.expect("not NULL");
+    if std::env::var_os("DRIVER_PLACE_OUTSIDE").is_some() {
+        placer.place(handle, size - 16, 32, "test");
+        unreachable!("a placement past the end must stop the process");
+    }
+    placer.place(handle, size - 32, 32, "test");
+    assert_eq!(handle.buffer(), buffer.as_ptr());
+    assert_eq!(handle.data() as usize, buffer.get().base() as usize + size - 32, "placed as ggml-alloc places it");
+    let child = std::process::Command::new(std::env::current_exe().expect("this test"))
+        .args(["--exact", "a_placement_outside_its_buffer_stops_with_a_message", "--nocapture", "--test-threads", "1"])
+        .env("DRIVER_PLACE_OUTSIDE", "1")
+        .output()
+        .expect("run the child");
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert!(!child.status.success(), "the child stopped");
+    assert!(
+        stderr.contains(&format!(
+            "wsp_ggml_backend: test: tensor 'out' placed at offset {}, 32 bytes, outside its compute buffer of {size} bytes",
+            size - 16
+        )),
+        "the message names the tensor and the sizes: {stderr}"
+    );
 }
