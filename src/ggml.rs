@@ -326,9 +326,15 @@ pub struct Name([u8; WSP_GGML_MAX_NAME]);
 
 impl Name {
     /// The bytes before the first NUL.
+    /// All 64 bytes, NUL and what follows it included.
+    pub fn raw(&self) -> &[u8; WSP_GGML_MAX_NAME] {
+        &self.0
+    }
+
     pub fn bytes(&self) -> &[u8] {
-        let n = self.0.iter().position(|&b| b == 0).unwrap_or(self.0.len());
-        &self.0[..n]
+        // (core's NUL search: an iterator's was unrolled into a kilobyte of
+        // code every app would carry)
+        CStr::from_bytes_until_nul(&self.0).map_or(&self.0[..], CStr::to_bytes)
     }
 }
 

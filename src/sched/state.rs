@@ -342,8 +342,13 @@ pub(super) fn copy_sources(src: TensorRef<'_>) -> impl Iterator<Item = TensorRef
 pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
     let backend_name = backend.name_bytes();
     let src_name = src.name();
+    // (the name's end found here, not by `Name::bytes`: this runs for every
+    // input copy of every compute, and a short loop costs less than a
+    // call to the C library's search)
+    let raw = src_name.raw();
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     let mut n = 0;
-    for part in [backend_name, b"#", src_name.bytes()] {
+    for part in [backend_name, b"#", &raw[..end]] {
         let k = part.len().min(buf.len() - n);
         buf[n..n + k].copy_from_slice(&part[..k]);
         n += k;
