@@ -444,12 +444,15 @@ mod tests {
         // (address modulo a prime), and its whole split was made again.
         let (nodes, weights) = if cfg!(miri) { (200, 134) } else { (2000, 1336) };
         let mut t = Table::default();
-        // (high addresses as a 64-bit heap has them; on a 32-bit target,
-        // the same shifted down to fit)
-        let high = |a: u64| (a >> (64 - usize::BITS)) as usize;
-        let mut bases: Vec<(usize, usize)> =
-            (0..2 * TENSOR_STRIDE / 16).map(|k| (high(0x5555_0000_0000) + 16 * k, high(0x5555_1000_0000))).collect();
-        bases.extend((0..64).map(|k| (high(0x7f00_0000_0000) + k * 4096 * 37 + (k % 7) * 16, high(0x5600_0000_0000) + k * 65536)));
+        // (high addresses as a 64-bit heap has them; a 32-bit heap's lower,
+        // as far apart)
+        let [g1, w1, g2, w2]: [usize; 4] = if usize::BITS == 64 {
+            [0x5555_0000_0000_u64, 0x5555_1000_0000, 0x7f00_0000_0000, 0x5600_0000_0000].map(|a| a as usize)
+        } else {
+            [0x1000_0000, 0x2000_0000, 0x5000_0000, 0x4000_0000]
+        };
+        let mut bases: Vec<(usize, usize)> = (0..2 * TENSOR_STRIDE / 16).map(|k| (g1 + 16 * k, w1)).collect();
+        bases.extend((0..64).map(|k| (g2 + k * 4096 * 37 + (k % 7) * 16, w2 + k * 65536)));
         bases.extend((1..32).map(|k| (k << 20, (k << 20) + nodes * TENSOR_STRIDE))); // one block: weights after the graph
         if cfg!(miri) {
             bases.truncate(8);
