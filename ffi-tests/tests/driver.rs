@@ -105,6 +105,20 @@ impl World {
         unsafe { (dw_tb_graph_computes(self.w), dw_tb_nodes(self.w)) }
     }
 
+    /// Compute a new `n`-layer graph, check its output and free it; the
+    /// test backend's (graph_compute calls, nodes computed) meanwhile.
+    fn compute_fresh(&self, n: i32) -> (i64, i64) {
+        let expected = self.expected(n);
+        let before = self.tb();
+        self.with_graph(n, |cell, graph| {
+            cell.graph_compute(graph);
+            assert_eq!(World::output(graph.node(n as usize - 1)), expected, "{n} layers");
+        });
+        self.free_graph();
+        let after = self.tb();
+        (after.0 - before.0, after.1 - before.1)
+    }
+
     fn splits_made(&self) -> u64 {
         self.cell().with_ref("test", Sched::splits_made)
     }
@@ -167,15 +181,8 @@ fn a_compute_buffer_too_small_grows() {
     w.with_graph(1, |cell, graph| cell.init_measure(graph));
     let measured = w.buffer_size(1);
     for n in [8, 9, 16] {
-        let expected = w.expected(n);
-        let before = w.tb();
-        w.with_graph(n, |cell, graph| {
-            cell.graph_compute(graph);
-            assert_eq!(World::output(graph.node(n as usize - 1)), expected, "{n} layers");
-        });
-        w.free_graph();
-        let after = w.tb();
-        assert_eq!(after.0 - before.0, i64::from(n / 2), "{n} layers: one graph_compute per odd layer");
+        let (calls, _) = w.compute_fresh(n);
+        assert_eq!(calls, i64::from(n / 2), "{n} layers: one graph_compute per odd layer");
     }
     assert!(w.buffer_size(1) > measured, "the test backend's compute buffer grew from {measured}");
 }
@@ -231,15 +238,7 @@ fn graphs_freed_between_computes() {
     w.with_graph(12, |cell, graph| cell.init_measure(graph));
     w.free_graph();
     for n in [12, 12, 11, 12, 10, 12] {
-        let expected = w.expected(n);
-        let before = w.tb();
-        w.with_graph(n, |cell, graph| {
-            cell.graph_compute(graph);
-            assert_eq!(World::output(graph.node(n as usize - 1)), expected, "{n} layers");
-        });
-        w.free_graph();
-        let after = w.tb();
-        assert_eq!((after.0 - before.0, after.1 - before.1), (i64::from(n / 2), i64::from(n / 2)), "{n} layers");
+        assert_eq!(w.compute_fresh(n), (i64::from(n / 2), i64::from(n / 2)), "{n} layers");
     }
 }
 
