@@ -25,7 +25,7 @@ use crate::ptrmap::PtrMap;
 
 use super::ids::{BackendIdx, Slot, SlotId};
 use super::live::Live;
-use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
+use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Unplaced};
 use super::plan::Refusal;
 use super::record::{PlaceAnswers, Record, TensorNow};
 use super::table::Table;
@@ -145,7 +145,10 @@ impl Galloc {
         log.clear_placement();
         self.load(table, live);
         // (what it loaded, logged before the plan changes it)
-        let keep = keep && bounded && live.len() == table.size() && log.place_loaded(self.loaded(table));
+        let keep = keep && bounded && live.len() == table.size() && {
+            let (tensors, buffers) = self.loaded(table);
+            log.place_loaded(tensors, buffers)
+        };
         let mut probe = CPlaceProbe { table, live, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
         let planned = self.placement.plan(order, arenas.specs, bounded, &mut probe);
         let asked = probe.asked;
@@ -171,10 +174,11 @@ impl Galloc {
     }
 
     /// What the plan about to be made loaded of every tensor of the table,
-    /// in the table's order: (data, buffer, view source, op).
-    fn loaded<'a>(&'a mut self, table: &'a Table) -> impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone + 'a {
+    /// in the table's order: (data, buffer number, view source, op), and
+    /// each buffer number's address.
+    fn loaded<'a>(&'a self, table: &Table) -> (impl ExactSizeIterator<Item = (usize, u32, Option<SlotId>, u8)> + Clone + 'a, &'a [usize]) {
         // (every slot of the table holds a tensor: its first ids)
-        self.placement.tensors()[..table.len()].iter().map(Tracked::loaded).map(|l| (l.data, l.buffer, l.vsrc.map(SlotId::from), l.op))
+        (self.placement.loaded(table.len()).map(|(d, b, v, op)| (d, b, v.map(SlotId::from), op)), self.placement.buffer_addrs())
     }
 
     /// Whether the last plan, made for the same split in the same table,
@@ -250,8 +254,7 @@ impl Galloc {
         // needs (16 bytes a step, about two a tensor).
         let steps = &mut self.placement.steps;
         steps.shrink_to(steps.len() + steps.len() / 8);
-        let placed = self.placement.tensors();
-        placed.reserve_exact(slots.saturating_sub(placed.len()));
+        self.placement.reserve_tensors(slots);
         log.reserve_placement([0; 3], tensors);
     }
 
@@ -272,13 +275,12 @@ impl Galloc {
         let keys = table.keys();
         self.extra.clear(0);
         live.truncate(table.size());
-        let slots = self.placement.tensors();
-        slots.clear();
-        slots.reserve(keys.len());
+        let placement = &mut self.placement;
+        placement.start_loading(keys.len());
         let mut unheld = Vec::new();
         for (i, (key, info)) in keys.iter().zip(&table.info).enumerate() {
             if key.is_none() {
-                slots.push(Tracked::from(Loaded::none()));
+                placement.push_loaded(Loaded::none());
                 continue;
             }
             let t = live.get(Slot::at(i));
@@ -289,26 +291,20 @@ impl Galloc {
                     None => {
                         let v = table.find(vid);
                         if v.is_none() {
-                            unheld.push(slots.len());
+                            unheld.push(placement.n_loaded());
                         }
                         v
                     }
                 },
             };
-            slots.push(Tracked::from(Loaded {
-                data: t.data() as usize,
-                buffer: t.buffer() as usize,
-                vsrc,
-                backend: info.assign,
-                op: t.op(),
-            }));
+            placement.push_loaded(Loaded { data: t.data() as usize, buffer: t.buffer() as usize, vsrc, backend: info.assign, op: t.op() });
         }
         // view sources the table does not hold (none, unless a tensor was
         // changed since the table was made) get extra ids
         for i in unheld {
             let v = live.get(Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
             let v = self.id_of(table, live, v);
-            self.placement.tensors()[i].set_vsrc(v);
+            self.placement.set_vsrc(i, v);
         }
     }
 
@@ -324,15 +320,11 @@ impl Galloc {
         }
         let id = live.push(t);
         self.extra.insert(key, id.get());
-        self.placement.tensors().push(Tracked::from(Loaded {
-            data: t.data() as usize,
-            buffer: t.buffer() as usize,
-            op: t.op(),
-            ..Loaded::none()
-        }));
+        debug_assert_eq!(id.index(), self.placement.n_loaded(), "extra ids follow the table's");
+        self.placement.push_loaded(Loaded { data: t.data() as usize, buffer: t.buffer() as usize, op: t.op(), ..Loaded::none() });
         if let Some(view_src) = t.view_src() {
             let v = self.id_of(table, live, view_src);
-            self.placement.tensors()[id].set_vsrc(v);
+            self.placement.set_vsrc(id.index(), v);
         }
         id
     }

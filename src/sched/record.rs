@@ -16,7 +16,7 @@
 use crate::prelude::*;
 
 use super::ids::{BackendIdx, Slot, SlotId};
-use super::plan::place::ArenaSpec;
+use super::plan::place::{ArenaSpec, OTHER_OP};
 
 /// A `supports_op` question a plan asked and its answer, in eight bytes
 /// (a plan asks one or more per node): the tensor's slot, the backend and
@@ -202,39 +202,27 @@ impl Record {
     }
 
     /// Log what the plan about to be made loads of every tensor of the
-    /// table: (data, buffer, view source, op) in the table's order. False
-    /// if they live in too many buffers, or an op is too large, to log.
-    pub fn place_loaded(&mut self, tensors: impl ExactSizeIterator<Item = (usize, usize, Option<SlotId>, i32)> + Clone) -> bool {
+    /// table: (data, buffer number, view source, op) in the table's order,
+    /// and the address of each buffer number. False if they live in too
+    /// many buffers, or an op is too large, to log.
+    pub fn place_loaded(
+        &mut self,
+        tensors: impl ExactSizeIterator<Item = (usize, u32, Option<SlotId>, u8)> + Clone,
+        buffers: &[usize],
+    ) -> bool {
         let l = &mut self.placement.loaded;
         l.clear();
         // (one pass per field: each a plain copy into memory reserved
         // before, where pushing the four side by side checked every
         // vector's room for every tensor)
-        if !tensors.clone().all(|(_, _, _, op)| u8::try_from(op).is_ok()) {
+        if !tensors.clone().all(|(_, b, _, op)| op != OTHER_OP && u8::try_from(b).is_ok()) {
             return false;
         }
         l.data.extend(tensors.clone().map(|(data, ..)| data));
         l.vsrc.extend(tensors.clone().map(|(_, _, vsrc, _)| vsrc));
-        l.op.extend(tensors.clone().map(|(.., op)| op as u8));
-        // (the last buffer seen and its index: most tensors are in the same as the one before)
-        let mut last: Option<(usize, u8)> = None;
-        for (_, buffer, ..) in tensors {
-            let b = match last {
-                Some((seen, b)) if seen == buffer => b,
-                _ => {
-                    let i = l.buffers.iter().position(|&b| b == buffer).unwrap_or_else(|| {
-                        l.buffers.push(buffer);
-                        l.buffers.len() - 1
-                    });
-                    let Ok(b) = u8::try_from(i) else {
-                        return false;
-                    };
-                    last = Some((buffer, b));
-                    b
-                }
-            };
-            l.buffer.push(b);
-        }
+        l.op.extend(tensors.clone().map(|(.., op)| op));
+        l.buffer.extend(tensors.map(|(_, b, ..)| b as u8));
+        l.buffers.extend_from_slice(buffers);
         true
     }
 

@@ -17,6 +17,7 @@ use crate::prelude::*;
 
 use super::snapshot::Refusal;
 use super::talloc_model::Model;
+use crate::ptrmap::PtrMap;
 use crate::sched::ids::{BackendIdx, Slot, SlotId};
 
 /// An allocation id (a table slot, or an extra tensor past the table), when
@@ -138,23 +139,95 @@ pub(in crate::sched) enum Unplaced {
     Refused,
 }
 
-/// What the plan tracks of one tensor: what ggml-alloc reads and changes.
+/// What the plan tracks of one tensor: what ggml-alloc reads and changes,
+/// in 32 bytes (the scheduler keeps one per tensor of its largest graph).
 #[derive(Clone, Copy)]
 pub(in crate::sched) struct Tracked {
     data: usize,
-    buffer: usize,
+    /// The size this plan allocated it with (0: not allocated by the
+    /// plan; [`BIG`]: in [`Placement::big`]): freed with the same, without
+    /// asking the buffer again.
+    bytes: u32,
     /// Its view source ([`Tracked::vsrc`]), in four bytes.
     vsrc_id: Option<SlotId>,
     /// ggml-alloc's counts: nodes of the walk that read it, views of it.
     children: i32,
     views: i32,
+    /// Its buffer, by number ([`BufferIds`]; 0: none).
+    buffer: u32,
     backend: Option<BackendIdx>,
     /// Its op, [`OTHER_OP`] for a value past ggml's ops (none is 255 or
-    /// more): a byte, so that the state is 40 bytes a tensor, not 48.
+    /// more).
     op: u8,
-    /// The size this plan allocated it with (0: not allocated by the plan):
-    /// freed with the same, without asking the buffer again.
-    bytes: usize,
+}
+
+/// [`Tracked::bytes`] of a size that does not fit in four bytes.
+const BIG: u32 = u32::MAX;
+
+/// The buffers the loaded tensors live in, numbered from 1 in the order
+/// first seen (0: no buffer), so that a tracked tensor keeps a number, not
+/// an address: two tensors are in the same buffer exactly when their
+/// numbers are equal.
+#[derive(Default)]
+struct BufferIds {
+    /// Each number's address (`addrs[0]` is 0).
+    addrs: Vec<usize>,
+    /// The address looked up last and its number: a tensor with a buffer
+    /// is most often in the buffer of the one before it.
+    last: (usize, u32),
+    /// Address to number, once there are more than [`FEW_BUFFERS`].
+    many: PtrMap,
+}
+
+/// Up to this many buffers are looked up by a scan of `addrs`.
+const FEW_BUFFERS: usize = 8;
+
+impl BufferIds {
+    /// Only "no buffer" (0) numbered.
+    fn clear(&mut self) {
+        self.addrs.clear();
+        self.addrs.push(0);
+        self.last = (0, 0);
+        self.many.clear(0);
+    }
+
+    /// The number of the buffer at `addr` (numbered if new).
+    #[inline(always)]
+    fn number(&mut self, addr: usize) -> u32 {
+        // (a graph's nodes have no buffer before they are placed, and
+        // alternate with the weights they read)
+        if addr == 0 {
+            return 0;
+        }
+        if addr == self.last.0 {
+            return self.last.1;
+        }
+        let n = self.number_again(addr);
+        self.last = (addr, n);
+        n
+    }
+
+    #[inline(never)]
+    fn number_again(&mut self, addr: usize) -> u32 {
+        let found = if self.addrs.len() <= FEW_BUFFERS {
+            self.addrs.iter().position(|&a| a == addr).map(|i| i as u32)
+        } else {
+            self.many.get(addr as u64)
+        };
+        if let Some(n) = found {
+            return n;
+        }
+        let n = self.addrs.len() as u32;
+        self.addrs.push(addr);
+        if self.addrs.len() == FEW_BUFFERS + 1 {
+            for (i, &a) in self.addrs.iter().enumerate() {
+                self.many.insert(a as u64, i as u32);
+            }
+        } else if self.addrs.len() > FEW_BUFFERS + 1 {
+            self.many.insert(addr as u64, n);
+        }
+        n
+    }
 }
 
 /// The placement's working state, kept between computes for its memory.
@@ -164,6 +237,13 @@ pub(in crate::sched) struct Placement {
     /// ggml's enum value, low word first.
     in_place: [u64; 2],
     slots: Vec<Tracked>,
+    /// The buffers of the loaded tensors, numbered.
+    buffers: BufferIds,
+    /// Each arena's buffer's number.
+    arena_buf: Vec<u32>,
+    /// (id, bytes) of the tensors this plan allocated with [`BIG`] bytes or
+    /// more.
+    big: Vec<(Slot, usize)>,
     models: Vec<Model>,
     /// The plan: what to do to the tensors, in ggml-alloc's order.
     pub steps: Vec<Step>,
@@ -188,12 +268,6 @@ impl Tracked {
     fn vsrc(&self) -> Id {
         self.vsrc_id.map(SlotId::slot)
     }
-
-    /// A tensor as loaded, before the plan.
-    #[inline(always)]
-    pub fn loaded(&self) -> Loaded {
-        Loaded { data: self.data, buffer: self.buffer, vsrc: self.vsrc(), backend: self.backend, op: i32::from(self.op) }
-    }
 }
 
 /// The op the plan tracks for an op value that is not one of ggml's (255
@@ -201,19 +275,10 @@ impl Tracked {
 /// plan asks of an op. (A kept plan logs the op it loaded and compares it
 /// with the tensor's then: such a value never matches, so its plan is made
 /// again.)
-const OTHER_OP: u8 = u8::MAX;
+pub(in crate::sched) const OTHER_OP: u8 = u8::MAX;
 
-// (the point of the byte)
-const _: () = assert!(core::mem::size_of::<Tracked>() <= 40);
-
-impl From<Loaded> for Tracked {
-    #[inline(always)]
-    fn from(l: Loaded) -> Tracked {
-        let op = u8::try_from(l.op).unwrap_or(OTHER_OP);
-        let vsrc_id = l.vsrc.map(SlotId::from);
-        Tracked { data: l.data, buffer: l.buffer, vsrc_id, children: 0, views: 0, backend: l.backend, op, bytes: 0 }
-    }
-}
+// (the point of the numbers and the byte)
+const _: () = assert!(core::mem::size_of::<Tracked>() <= 32);
 
 impl Placement {
     /// A placement that computes the ops of `in_place` in place (bit `op`
@@ -222,16 +287,59 @@ impl Placement {
         Placement { in_place: [in_place as u64, (in_place >> 64) as u64], ..Placement::default() }
     }
 
-    /// The tensors to plan for, by id (the loader, galloc.rs, fills it
-    /// with what it reads: `Slot::from(Loaded)`; a plan changes them).
-    pub fn tensors(&mut self) -> &mut Vec<Tracked> {
-        &mut self.slots
+    /// Start loading the tensors to plan for (the loader, galloc.rs,
+    /// pushes what it reads of each, by id: [`Placement::push_loaded`]),
+    /// with room for `n`.
+    pub fn start_loading(&mut self, n: usize) {
+        self.slots.clear();
+        self.slots.reserve(n);
+        self.buffers.clear();
+    }
+
+    /// Tensor number [`Placement::n_loaded`] is `l`.
+    #[inline(always)]
+    pub fn push_loaded(&mut self, l: Loaded) {
+        let op = u8::try_from(l.op).unwrap_or(OTHER_OP);
+        let vsrc_id = l.vsrc.map(SlotId::from);
+        let buffer = self.buffers.number(l.buffer);
+        self.slots.push(Tracked { data: l.data, bytes: 0, vsrc_id, children: 0, views: 0, buffer, backend: l.backend, op });
+    }
+
+    /// The number of tensors loaded.
+    pub fn n_loaded(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Loaded tensor `i`'s view source is `v` (the loader resolves some
+    /// after the others).
+    pub fn set_vsrc(&mut self, i: usize, v: Slot) {
+        self.slots[i].set_vsrc(v);
+    }
+
+    /// Room to load `n` tensors without allocating.
+    pub fn reserve_tensors(&mut self, n: usize) {
+        self.slots.reserve_exact(n.saturating_sub(self.slots.len()));
+    }
+
+    /// Tensors `..n` as loaded, with their buffers by number
+    /// ([`Placement::buffer_addrs`]): (data, buffer, view source, op). A
+    /// plan changes what it tracks of them: valid before it runs.
+    pub fn loaded(&self, n: usize) -> impl ExactSizeIterator<Item = (usize, u32, Id, u8)> + Clone + '_ {
+        self.slots[..n].iter().map(|t| (t.data, t.buffer, t.vsrc(), t.op))
+    }
+
+    /// The address of each buffer number of the tensors loaded.
+    pub fn buffer_addrs(&self) -> &[usize] {
+        &self.buffers.addrs
     }
 
     /// The bytes the last plan allocated tensor `id` with (0: none).
     #[inline(always)]
     pub fn allocated(&self, id: Slot) -> usize {
-        self.slots.get(id.index()).map_or(0, |s| s.bytes)
+        match self.slots.get(id.index()).map_or(0, |s| s.bytes) {
+            BIG => self.big.iter().rev().find(|&&(i, _)| i == id).map_or(0, |&(_, b)| b),
+            b => b as usize,
+        }
     }
 
     /// Plan the allocation of `order` over the tensors loaded (see
@@ -250,6 +358,12 @@ impl Placement {
         }
         self.max.clear();
         self.max.resize(arenas.len(), 0);
+        self.arena_buf.clear();
+        for a in arenas {
+            let n = self.buffers.number(a.buffer);
+            self.arena_buf.push(n);
+        }
+        self.big.clear();
         self.steps.clear();
         self.refusal = None;
         self.run(order, arenas, probe)
@@ -258,6 +372,8 @@ impl Placement {
     /// Give the working memory back (it is as large as the table).
     pub fn release(&mut self) {
         self.slots = Vec::new();
+        self.buffers = BufferIds::default();
+        self.big = Vec::new();
         self.models = Vec::new();
     }
 }
@@ -360,6 +476,7 @@ impl Placement {
             return Err(self.refuse(format!("tensor '{t}' has no memory and no backend to allocate it on")));
         };
         let arena = &arenas[b];
+        let arena_buf = self.arena_buf[b];
         let mut keep = true;
         if can_inplace(self.in_place, i32::from(n.op)) {
             let own;
@@ -374,7 +491,7 @@ impl Placement {
             for &q in srcs {
                 let ps = self.slots[q];
                 // only memory of this allocator's buffer is reused
-                if ps.buffer != arena.buffer || ps.data == 0 || ps.children != 1 || ps.views != 0 {
+                if ps.buffer != arena_buf || ps.data == 0 || ps.children != 1 || ps.views != 0 {
                     continue;
                 }
                 if !probe.same_layout(id, q) {
@@ -398,8 +515,11 @@ impl Placement {
         let offset = self.models[b].alloc(size).ok_or(Unplaced::TooSmall(b))?;
         let s = &mut self.slots[i];
         s.data = arena.base + offset;
-        s.buffer = arena.buffer;
-        s.bytes = bytes;
+        s.buffer = arena_buf;
+        s.bytes = u32::try_from(bytes).unwrap_or(BIG);
+        if s.bytes == BIG {
+            self.big.push((id, bytes));
+        }
         self.max[b] = self.max[b].max(offset + size);
         self.steps.push(Step::Alloc { id, b, offset });
         Ok(keep)
@@ -412,12 +532,12 @@ impl Placement {
         let n = self.slots[id];
         let Some(b) = n.backend else { return Ok(()) };
         let arena = &arenas[b];
-        if n.buffer != arena.buffer {
+        if n.buffer != self.arena_buf[b] {
             return Ok(());
         }
         // (ggml-alloc asks the buffer again; the tensor has not changed
         // since this plan allocated it, so neither has the answer)
-        let bytes = if n.bytes != 0 { n.bytes } else { probe.alloc_size(b, id) };
+        let bytes = if n.bytes != 0 { self.allocated(id) } else { probe.alloc_size(b, id) };
         let size = padded(bytes, arena.align);
         let offset = n.data.wrapping_sub(arena.base);
         if self.models[b].free(offset, size).is_none() {

@@ -653,7 +653,7 @@ fn check_promises(s: &Snap, p: &Planned, case: usize) {
 // --- the placement (place.rs), on hand-built loads --------------------------
 
 mod placement {
-    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Tracked, Unplaced};
+    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Unplaced};
     use crate::prelude::*;
     use crate::sched::ids::{BackendIdx, Slot};
 
@@ -713,7 +713,8 @@ mod placement {
         bounded: bool,
         probe: &mut FakePlace,
     ) -> Result<bool, Unplaced> {
-        *p.tensors() = loaded.iter().map(|&l| Tracked::from(l)).collect();
+        p.start_loading(loaded.len());
+        loaded.iter().for_each(|&l| p.push_loaded(l));
         p.plan(o, arenas, bounded, probe)
     }
 
@@ -779,5 +780,52 @@ mod placement {
         assert_eq!(plan(&mut p, &loaded, &o, &[arena(1024)], true, &mut probe), Err(Unplaced::Refused));
         let why = p.refusal.take().expect("a reason").0;
         assert!(why.contains("'t1' has no memory and no backend"), "{why}");
+    }
+
+    #[test]
+    fn buffers_are_told_apart_by_address_however_many_there_are() {
+        // 12 weights in buffers of their own, then one the caller put in
+        // the compute buffer; node i + 14 reads weight i, in place where
+        // it can: only in the compute buffer's memory (the thirteenth)
+        let b = Some(BackendIdx::new(0));
+        let mut loaded: Vec<Loaded> =
+            (0..12).map(|k| Loaded { data: 0x9000 + 64 * k, buffer: 0x2000 + 0x100 * k, backend: b, ..Loaded::none() }).collect();
+        loaded.push(Loaded { data: BASE, buffer: BUF, backend: b, ..Loaded::none() });
+        loaded.extend((0..13).map(|_| Loaded { backend: b, op: OP_IN_PLACE, ..Loaded::none() }));
+        let mut o = Order::default();
+        for k in 0..13u32 {
+            let start = o.srcs.len() as u32;
+            o.srcs.push(Slot::new(k));
+            o.entries.push((Slot::new(13 + k), start, start + 1));
+        }
+        let mut p = Placement::new(1 << OP_IN_PLACE);
+        let mut probe = FakePlace { bytes: vec![32; 26], asked: 0 };
+        // (the caller's tensor holds the first 32 bytes)
+        let mut a = arena(1024);
+        a.free = vec![(32, 992)];
+        assert!(plan(&mut p, &loaded, &o, &[a], true, &mut probe).is_ok());
+        let in_place: Vec<Slot> =
+            p.steps.iter().filter_map(|s| if let Step::View { owner: Some(o), .. } = s { Some(*o) } else { None }).collect();
+        assert_eq!(in_place, vec![Slot::new(12)], "in place in the compute buffer's tensor only");
+        let allocs = p.steps.iter().filter(|s| matches!(s, Step::Alloc { .. })).count();
+        assert_eq!(allocs, 12, "the others allocated");
+        let back: Vec<usize> = p.loaded(13).map(|(_, b, ..)| p.buffer_addrs()[b as usize]).collect();
+        assert_eq!(back, loaded[..13].iter().map(|l| l.buffer).collect::<Vec<_>>(), "addresses as loaded");
+    }
+
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn sizes_past_four_bytes_are_kept_whole() {
+        // n1 = f(w): 5 GiB; n2 = g(n1): n1 is freed with its size
+        let loaded = load(2, &[false, false]);
+        let o = order(&[&[0], &[1]]);
+        let mut p = Placement::new(1 << OP_IN_PLACE);
+        let mut probe = FakePlace { bytes: vec![32, 5 << 30, 32], asked: 0 };
+        assert!(plan(&mut p, &loaded, &o, &[arena(1024)], false, &mut probe).is_ok());
+        assert_eq!(p.allocated(Slot::new(1)), 5 << 30);
+        assert_eq!(p.allocated(Slot::new(2)), 32);
+        assert!(p.steps.contains(&Step::Free { id: Slot::new(1), b: BackendIdx::new(0) }));
+        assert_eq!(probe.asked, 2, "freed without asking again");
+        assert_eq!(p.max, vec![(5 << 30) + 32]);
     }
 }
