@@ -25,9 +25,9 @@ use crate::ptrmap::PtrMap;
 
 use super::ids::{BackendIdx, Slot, SlotId};
 use super::live::Live;
-use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Unplaced};
+use super::plan::place::{ArenaSpec, Loaded, Order, PlaceProbe, PlaceQuestions, Placement, Step, Unplaced};
 use super::plan::Refusal;
-use super::record::{PlaceAnswers, Record, TensorNow};
+use super::record::{PlaceNow, Record, TensorNow};
 use super::table::Table;
 use crate::fatal::fatal;
 use crate::ggml::{TensorId, TensorRef};
@@ -353,7 +353,7 @@ struct Recheck<'a, 'c, B: ComputeBuffers + ?Sized> {
     buffers: &'a B,
 }
 
-impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, '_, B> {
+impl<B: ComputeBuffers + ?Sized> PlaceQuestions for Recheck<'_, '_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
         self.buffers.buffer(b.get()).alloc_size(self.live.get(id))
@@ -368,7 +368,9 @@ impl<B: ComputeBuffers + ?Sized> PlaceAnswers for Recheck<'_, '_, B> {
     fn view_offs(&mut self, id: Slot) -> usize {
         self.live.get(id).view_offs()
     }
+}
 
+impl<B: ComputeBuffers + ?Sized> PlaceNow for Recheck<'_, '_, B> {
     #[inline(always)]
     fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
         each_now(self.table, self.live, self, f)
@@ -398,35 +400,10 @@ impl<'c, B: ComputeBuffers + ?Sized> CPlaceProbe<'_, 'c, B> {
     }
 }
 
-impl<B: ComputeBuffers + ?Sized> PlaceAnswers for CPlaceProbe<'_, '_, B> {
+impl<B: ComputeBuffers + ?Sized> PlaceQuestions for CPlaceProbe<'_, '_, B> {
     #[inline(always)]
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
-        self.buffers.buffer(b.get()).alloc_size(self.tensor(id))
-    }
-
-    #[inline(always)]
-    fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
-        self.tensor(a).same_layout(self.tensor(b))
-    }
-
-    #[inline(always)]
-    fn view_offs(&mut self, id: Slot) -> usize {
-        self.tensor(id).view_offs()
-    }
-
-    fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool {
-        each_now(self.table, self.live, self, f)
-    }
-
-    fn tensor_at(&self, slot: Slot) -> usize {
-        self.tensor(slot).id().addr()
-    }
-}
-
-impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, '_, B> {
-    #[inline(always)]
-    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize {
-        let bytes = PlaceAnswers::alloc_size(self, b, id);
+        let bytes = self.buffers.buffer(b.get()).alloc_size(self.tensor(id));
         self.asked[0] += 1;
         if let Some(log) = &mut self.log {
             log.place_size(id, b, bytes);
@@ -436,7 +413,7 @@ impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, '_, B> {
 
     #[inline(always)]
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool {
-        let yes = PlaceAnswers::same_layout(self, a, b);
+        let yes = self.tensor(a).same_layout(self.tensor(b));
         self.asked[1] += 1;
         if let Some(log) = &mut self.log {
             log.place_layout(a, b, yes);
@@ -446,14 +423,16 @@ impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, '_, B> {
 
     #[inline(always)]
     fn view_offs(&mut self, id: Slot) -> usize {
-        let offs = PlaceAnswers::view_offs(self, id);
+        let offs = self.tensor(id).view_offs();
         self.asked[2] += 1;
         if let Some(log) = &mut self.log {
             log.place_offs(id, offs);
         }
         offs
     }
+}
 
+impl<B: ComputeBuffers + ?Sized> PlaceProbe for CPlaceProbe<'_, '_, B> {
     fn sources(&mut self, id: Slot) -> Vec<Slot> {
         self.tensor(id).srcs().filter_map(|(_, s)| self.table.find(s.id())).collect()
     }

@@ -13,8 +13,8 @@ use crate::prelude::*;
 
 use super::ids::{BackendIdx, Loc, Slot, SlotId};
 use super::live::Live;
-use super::plan::{NodeInfo, Probe, SlotInfo};
-use super::record::{Answers, Record, Via};
+use super::plan::{NodeInfo, Probe, Questions, SlotInfo};
+use super::record::{Record, Via};
 use super::state::State;
 use super::table::{flags_of, Attempt, Full};
 use crate::fatal::fatal;
@@ -40,7 +40,7 @@ impl<'a, 'c> CProbe<'a, 'c> {
     }
 }
 
-impl Probe for CProbe<'_, '_> {
+impl Questions for CProbe<'_, '_> {
     fn nbytes(&mut self, slot: Slot) -> usize {
         let bytes = self.tensor(slot).nbytes();
         self.record.nbytes(slot, bytes);
@@ -53,7 +53,9 @@ impl Probe for CProbe<'_, '_> {
         self.record.supports(b, slot, yes);
         yes
     }
+}
 
+impl Probe for CProbe<'_, '_> {
     fn name(&self, slot: Slot) -> String {
         self.tensor(slot).name_lossy()
     }
@@ -77,7 +79,7 @@ pub(super) struct Again<'a, 'c> {
     pub backends: &'a [BackendRef<'a>],
 }
 
-impl Answers for Again<'_, '_> {
+impl Questions for Again<'_, '_> {
     fn nbytes(&mut self, slot: Slot) -> usize {
         self.live.get(slot).nbytes()
     }

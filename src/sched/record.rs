@@ -7,8 +7,8 @@
 //! buffer size, layout and view offset it asked (written by galloc.rs and
 //! its [`PlaceProbe`](super::plan::place::PlaceProbe)). Also which tensors
 //! registration saw only as sources. This module never calls C: a reuse
-//! asks every logged question again through [`Answers`] (reuse.rs) and
-//! [`PlaceAnswers`] (galloc.rs), and the two checks here,
+//! asks every logged question again through the planner's `Questions`
+//! (reuse.rs) and [`PlaceNow`] (galloc.rs), and the two checks here,
 //! [`Record::answers_hold`] and [`Record::placement_holds`], decide. Each
 //! entry is checked on its own, so the order in which the planner asked
 //! does not matter.
@@ -16,7 +16,8 @@
 use crate::prelude::*;
 
 use super::ids::{BackendIdx, Slot, SlotId};
-use super::plan::place::{ArenaSpec, OTHER_OP};
+use super::plan::place::{ArenaSpec, PlaceQuestions, OTHER_OP};
+use super::plan::Questions;
 
 /// A `supports_op` question a plan asked and its answer, in eight bytes
 /// (a plan asks one or more per node): the tensor's slot, the backend and
@@ -144,22 +145,14 @@ pub struct TensorNow {
     pub op: i32,
 }
 
-/// Who answers the placement's logged questions again (galloc.rs: C, now).
-pub trait PlaceAnswers {
-    fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
-    fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
-    fn view_offs(&mut self, id: Slot) -> usize;
+/// The placement's questions asked again, with the tensors as they are
+/// now (galloc.rs: C, now).
+pub trait PlaceNow: PlaceQuestions {
     /// Call `f` with every tensor of the table as it is now, in the
     /// table's order, while it returns true; whether it always did.
     fn each_tensor(&self, f: impl FnMut(TensorNow, &Self) -> bool) -> bool;
     /// The address of the tensor registered in `slot` (a view source).
     fn tensor_at(&self, slot: Slot) -> usize;
-}
-
-/// Who answers the logged questions again (probe.rs: C, now).
-pub trait Answers {
-    fn nbytes(&mut self, slot: Slot) -> usize;
-    fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool;
 }
 
 impl Record {
@@ -263,10 +256,10 @@ impl Record {
     /// Whether the kept plan holds again: made in the table's
     /// `generation`, for the compute buffers as they are (`arenas`), the
     /// table's `n_tensors` tensors each as it loaded them (`now` walks
-    /// them, [`PlaceAnswers::each_tensor`]), and every question of the
+    /// them, [`PlaceNow::each_tensor`]), and every question of the
     /// chapter answered the same by `now`.
     #[inline(never)]
-    pub fn placement_holds(&self, generation: u64, arenas: &[ArenaSpec], n_tensors: usize, now: &mut impl PlaceAnswers) -> bool {
+    pub fn placement_holds(&self, generation: u64, arenas: &[ArenaSpec], n_tensors: usize, now: &mut impl PlaceNow) -> bool {
         let log = &self.placement;
         let l = &log.loaded;
         if log.kept != Some(generation) || log.arenas != arenas || l.data.len() != n_tensors {
@@ -323,7 +316,7 @@ impl Record {
     }
 
     /// Whether every logged question gets the same answer from `now`.
-    pub fn answers_hold(&self, now: &mut impl Answers) -> bool {
+    pub fn answers_hold(&self, now: &mut impl Questions) -> bool {
         for &(slot, bytes) in &self.sizes {
             if now.nbytes(slot) != bytes {
                 return false;

@@ -24,16 +24,20 @@ mod tests;
 
 pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, Refusal, SlotInfo, Split, SplitPlan};
 
-/// What the planner may ask about the split's tensors (by slot) and the
-/// scheduler's backends (by index) besides what registration read. The
-/// answers to `nbytes` and `supports` decide the plan, so an
-/// implementation logs them (a reuse asks them again); names are for
-/// messages and decide nothing.
-pub(in crate::sched) trait Probe {
+/// The questions whose answers decide a plan: logged while planning
+/// (probe.rs), asked again to know whether the plan still holds
+/// (record.rs, `Record::answers_hold`).
+pub(in crate::sched) trait Questions {
     /// The size of tensor `slot` in bytes (`wsp_ggml_nbytes`).
     fn nbytes(&mut self, slot: Slot) -> usize;
     /// Whether backend `b`'s `supports_op` accepts tensor `slot`.
     fn supports(&mut self, b: BackendIdx, slot: Slot) -> bool;
+}
+
+/// What the planner may ask about the split's tensors (by slot) and the
+/// scheduler's backends (by index) besides what registration read: the
+/// [`Questions`], and names, which are for messages and decide nothing.
+pub(in crate::sched) trait Probe: Questions {
     /// Tensor `slot`'s name.
     fn name(&self, slot: Slot) -> String;
     /// Tensor `slot`'s op name.

@@ -77,16 +77,21 @@ impl Clone for ArenaSpec {
     }
 }
 
-/// What the placement asks C about the tensors (by id) besides what was
-/// loaded. The answers to `alloc_size`, `same_layout` and `view_offs`
-/// decide the plan: an implementation logs them when the plan may be kept.
-pub(in crate::sched) trait PlaceProbe {
+/// The placement's questions whose answers decide its plan: logged while
+/// planning when the plan may be kept (galloc.rs), asked again to know
+/// whether a kept plan still holds (record.rs, `Record::placement_holds`).
+pub(in crate::sched) trait PlaceQuestions {
     /// Backend `b`'s buffer's `get_alloc_size` for tensor `id`.
     fn alloc_size(&mut self, b: BackendIdx, id: Slot) -> usize;
     /// Whether tensors `a` and `b` have the same type, shape and strides.
     fn same_layout(&mut self, a: Slot, b: Slot) -> bool;
     /// Tensor `id`'s `view_offs`.
     fn view_offs(&mut self, id: Slot) -> usize;
+}
+
+/// What the placement asks C about the tensors (by id) besides what was
+/// loaded: the [`PlaceQuestions`], and what no kept plan asks.
+pub(in crate::sched) trait PlaceProbe: PlaceQuestions {
     /// The ids of tensor `id`'s sources that are registered (a tensor
     /// allocated on its own, outside the walk; not logged: a plan that asks
     /// is not kept). Others are never reused in place: the walk never

@@ -3,7 +3,7 @@
 
 use crate::prelude::*;
 
-use super::{plan_split, plan_split_as_written, GraphSlots, NodeInfo, Probe, Refusal, Settings, SlotInfo, SplitPlan};
+use super::{plan_split, plan_split_as_written, GraphSlots, NodeInfo, Probe, Questions, Refusal, Settings, SlotInfo, SplitPlan};
 use crate::ptrmap::PtrMap;
 use crate::sched::ids::{BackendIdx, CopyIdx, Loc, Rule, Slot, SlotId};
 
@@ -32,7 +32,7 @@ struct Fake<'a> {
     asked_supports: Vec<(usize, Slot)>,
 }
 
-impl Probe for Fake<'_> {
+impl Questions for Fake<'_> {
     fn nbytes(&mut self, slot: Slot) -> usize {
         self.asked_sizes.push(slot);
         self.sizes[slot]
@@ -43,7 +43,9 @@ impl Probe for Fake<'_> {
         self.asked_supports.push((b.get(), slot));
         !self.rejects.contains(&(b.get(), self.ops[slot]))
     }
+}
 
+impl Probe for Fake<'_> {
     fn name(&self, slot: Slot) -> String {
         format!("t{}", slot.get())
     }
@@ -653,7 +655,7 @@ fn check_promises(s: &Snap, p: &Planned, case: usize) {
 // --- the placement (place.rs), on hand-built loads --------------------------
 
 mod placement {
-    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, Placement, Step, Unplaced};
+    use super::super::place::{ArenaSpec, Loaded, Order, PlaceProbe, PlaceQuestions, Placement, Step, Unplaced};
     use crate::prelude::*;
     use crate::sched::ids::{BackendIdx, Slot};
 
@@ -663,7 +665,7 @@ mod placement {
         asked: usize,
     }
 
-    impl PlaceProbe for FakePlace {
+    impl PlaceQuestions for FakePlace {
         fn alloc_size(&mut self, _b: BackendIdx, id: Slot) -> usize {
             self.asked += 1;
             self.bytes[id.index()]
@@ -674,6 +676,9 @@ mod placement {
         fn view_offs(&mut self, _id: Slot) -> usize {
             16
         }
+    }
+
+    impl PlaceProbe for FakePlace {
         fn sources(&mut self, _id: Slot) -> Vec<Slot> {
             Vec::new()
         }
