@@ -7,8 +7,9 @@
 //! against the buffer). What registration read is in the snapshot
 //! ([`SlotInfo`], [`GraphSlots`]); anything else it asks the [`Probe`],
 //! whose implementation (sched/probe.rs) reads C and logs the answers that
-//! decide the plan (its [`Questions`]) for a reuse to ask again. A plan the original would stop on is a [`Refusal`],
-//! which the driver turns into the abort. `scripts/layers` keeps the seal:
+//! decide the plan (its [`Questions`]) for a reuse to ask again. A plan
+//! the original would stop on is a [`Refusal`], which the driver turns
+//! into the abort. `scripts/layers` keeps the seal:
 //! this module imports only the typed ids, `ptrmap` and `prelude`.
 
 use crate::prelude::*;
