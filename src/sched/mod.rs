@@ -140,6 +140,7 @@ impl Sched {
             staging: core::cell::Cell::new(Vec::new()),
             rooms: state::Rooms::default(),
             splits_made: 0,
+            repeats: false,
             st: State::default(),
         })
     }
@@ -247,6 +248,7 @@ impl Sched {
         }
         self.backends.iter_mut().for_each(|r| r.retired.clear());
         self.phase = Phase::Ready;
+        self.repeats = true;
         self.finish(call);
         // (the call's memory is back in its rooms only now)
         let patches = self.st.plan.patches.len();
@@ -436,14 +438,17 @@ impl Sched {
 
     /// Plan the split's placement and apply it; a reused split's last
     /// placement is applied again if it still holds (galloc.rs,
-    /// `Galloc::still_holds`). A buffer too small for the
-    /// plan grows first (fit.rs); where a backend cannot allocate a larger
+    /// `Galloc::still_holds`). The plan is kept to apply again for a reused
+    /// split, and for a new one while graphs repeat (`Sched::repeats`). A
+    /// buffer too small for the plan grows first (fit.rs); where a backend cannot allocate a larger
     /// buffer, the split does not fit with `set_node_backend`'s assignments
     /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
     /// is what the original computes); without assignments to drop, it
     /// stops with a message.
     fn place(&mut self, split: Split, call: &mut CallState, func: &str) -> Result<(), NeedsFallback> {
         let reused = split == Split::Reused;
+        let keep = reused || self.repeats;
+        self.repeats = reused;
         if reused {
             let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
             if self.galloc.still_holds(&self.st.table, &call.live, &arenas, &self.st.reuse) {
@@ -464,7 +469,7 @@ impl Sched {
             let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
             let st = &mut self.st;
             let Err(TooSmall(b)) =
-                self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func)
+                self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep }, &mut st.reuse, func)
             else {
                 self.galloc.apply(&call.live, &arenas, func);
                 self.galloc.clear();

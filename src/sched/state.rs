@@ -213,6 +213,12 @@ pub struct Sched {
     /// Splits made (not reused) since `sched_new`: what the driver's tests
     /// observe of reuse and of the fallback re-split.
     pub(super) splits_made: u64,
+    /// Whether the last compute's graph was one computed before (its split
+    /// reused), or a measure was the last call: a new split's placement is
+    /// then kept, as the graph is likely to come again. (Keeping costs
+    /// every new graph its log, 2 to 3 % of a new graph's share; a
+    /// client whose every graph is new never pays it.)
+    pub(super) repeats: bool,
     pub(super) st: State,
 }
 
