@@ -188,7 +188,6 @@ impl Sched {
             }
         }
         let name = |b: BackendIdx| self.backends[b].backend.name_lossy();
-        let info = |s: Slot| st.table.info[s];
         let mut o = Out { line: String::new(), sink };
         let n_inputs = st.plan.inputs.len();
         let copied: usize = st.plan.inputs.iter().map(|&(s, _)| live.get(s).nbytes()).sum();
@@ -236,7 +235,7 @@ impl Sched {
             }
             for i in split.i_start..split.i_end {
                 let t = graph.node(i);
-                let (a, rule) = st.table.find(t.id()).map_or((None, Rule::Unset), |s| (info(s).assign, info(s).rule));
+                let (a, rule) = st.table.find(t.id()).map_or((None, Rule::Unset), |s| st.decision(s));
                 let style = if t.is_view_op() { ", style=\"rounded,filled,dotted\"" } else { "" };
                 out!(
                     o,
@@ -254,12 +253,13 @@ impl Sched {
                 continue;
             }
             let t = live.get(slot);
+            let (assign, rule) = st.decision(slot);
             let shape = if matches!(id, Id::Leaf(_)) { "cylinder" } else { "box" };
             out!(
                 o,
                 "  {id} [label={}, shape={shape}, fillcolor={}];",
-                Quoted(&format!("{}\n{}\n{}\n{:?}", ggml::op_name(t.op()), t.name_lossy(), size_text(t), info(slot).rule)),
-                Quoted(colour(info(slot).assign))
+                Quoted(&format!("{}\n{}\n{}\n{:?}", ggml::op_name(t.op()), t.name_lossy(), size_text(t), rule)),
+                Quoted(colour(assign))
             );
         }
         // the copies' edges, then the nodes' (a source copied into the

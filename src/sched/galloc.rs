@@ -122,7 +122,8 @@ impl Galloc {
     }
 
     /// Plan the allocation of `order` in `arenas`, to their real ends or
-    /// endless (`ends`); a plan to their real ends may be kept: what it asks
+    /// endless (`ends`), each tensor with its backend (`assignment`, by
+    /// slot); a plan to their real ends may be kept: what it asks
     /// is then logged in `log`'s placement chapter, so that it can be
     /// applied again while that holds (a split computed again and again). Err: the first backend whose
     /// buffer is too small (the plan stops there). Aborts naming `func`
@@ -135,6 +136,7 @@ impl Galloc {
         order: &Order,
         arenas: &Arenas<B>,
         ends: Ends,
+        assignment: impl Fn(Slot) -> Option<BackendIdx>,
         log: &mut Record,
         func: &str,
     ) -> Result<(), TooSmall> {
@@ -143,7 +145,7 @@ impl Galloc {
             Ends::Endless => (false, false),
         };
         log.clear_placement();
-        self.load(table, live);
+        self.load(table, live, assignment);
         // (what it loaded, logged before the plan changes it)
         let keep = keep && bounded && live.len() == table.size() && log.place_loaded(self.loaded(table));
         let mut probe = CPlaceProbe { table, live, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
@@ -268,7 +270,7 @@ impl Galloc {
     /// tensors it finds get handles in `live` past the table's slots).
     // (inlined into `plan`, its one caller: measured a little cheaper)
     #[inline(always)]
-    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>) {
+    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>, assignment: impl Fn(Slot) -> Option<BackendIdx>) {
         let keys = table.keys();
         self.extra.clear(0);
         live.truncate(table.size());
@@ -299,7 +301,7 @@ impl Galloc {
                 data: t.data() as usize,
                 buffer: t.buffer() as usize,
                 vsrc,
-                backend: info.assign,
+                backend: assignment(Slot::at(i)),
                 op: t.op(),
             }));
         }

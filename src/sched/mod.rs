@@ -295,7 +295,7 @@ impl Sched {
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
         let slot = self.st.table.find(node.id())?;
-        self.st.table.info[slot].assign.map(|a| self.backends[a].backend)
+        self.st.assignment(slot).map(|a| self.backends[a].backend)
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
@@ -462,16 +462,14 @@ impl Sched {
         let rounds = 4 * self.backends.len() + 4;
         for _ in 0..rounds {
             let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
-            let st = &mut self.st;
-            let Err(TooSmall(b)) =
-                self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: reused }, &mut st.reuse, func)
+            let Err(TooSmall(b)) = self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Real { keep: reused }, func)
             else {
                 self.galloc.apply(&call.live, &arenas, func);
                 self.galloc.clear();
                 self.note_reached();
                 return Ok(());
             };
-            let endless = self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
+            let endless = self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Endless, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max()[b.get()];
             let have = arenas.specs[b.get()].size;
@@ -518,8 +516,7 @@ impl Sched {
     /// after ggml-alloc allocated it). Nothing is placed.
     fn measure_split(&mut self, call: &mut CallState, func: &str) -> Vec<usize> {
         let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
-        let st = &mut self.st;
-        if self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
+        if self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Endless, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         self.galloc.clear();
@@ -553,8 +550,8 @@ impl Sched {
             }
             let show = |t: TensorRef| match st.table.find(t.id()) {
                 Some(s) => {
-                    let info = st.table.info[s];
-                    format!("{} [{} {:?}]", t.name_lossy(), name(info.assign), info.rule)
+                    let (assign, rule) = st.decision(s);
+                    format!("{} [{} {:?}]", t.name_lossy(), name(assign), rule)
                 }
                 None => format!("{} [NULL]", t.name_lossy()),
             };

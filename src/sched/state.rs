@@ -5,10 +5,10 @@
 use crate::prelude::*;
 
 use super::galloc;
-use super::ids::{self, Rule, Slot};
+use super::ids::{self, BackendIdx, Rule, Slot};
 use super::live::{Live, Room};
 use super::plan::place::Order;
-use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
+use super::plan::{CopyOf, GraphSlots, Patch, SlotInfo, SplitPlan};
 use super::record;
 use super::table;
 use crate::ggml::{self, EvalCallback, HeapTensors, TensorRef};
@@ -69,17 +69,25 @@ impl Drop for Redirections<'_> {
 ///   (`table.info`: location, flags, view source); `graph` gives the
 ///   graph's structure in slots;
 /// - **plan** (the passes, sched/plan, sealed from C: they ask the rest
-///   through a `Probe`, whose C implementation logs the answers in `reuse`): a backend and rule per slot (`table.info`) and
+///   through a `Probe`, whose C implementation logs the answers in
+///   `reuse`): a backend and rule per slot of the graph (`table.info`) and
 ///   `plan`: the splits, their inputs, the copies they need and the graph
 ///   sources to redirect;
-/// - **apply** (here): the copies made (`copies`), the sources patched, the
-///   allocation's walk (`order`) built, split views (`runs`)
-///   computed; the placement (galloc.rs) follows, and after the compute the
-///   patches are undone.
+/// - **apply** (here): the copies made and registered after the graph's
+///   tensors (`copy_slots`), the allocation's walk (`order`) built, the
+///   splits' statistics (`runs`) sized; the sources are patched for the
+///   call (`Redirections`), the placement (galloc.rs) follows, and after
+///   the compute the patches are undone.
+///
+/// Each stage writes only its own part: what registration read is written
+/// by registration only, nothing writes the plan afterwards, and applying
+/// it produces its own values (an input copy's backend and rule are its
+/// copy's in the plan: [`State::decision`] is the one answer for a slot).
 ///
 /// Invariants, between a split (`Sched::split`) and the end of the compute:
-/// - every slot named anywhere here is registered in `table`; a slot
-///   without a backend has `assign: None` (table.rs);
+/// - every slot named anywhere here is registered in `table`; a tensor of
+///   the graph without a backend has `assign: None` (table.rs);
+/// - `copy_slots[c]` is the slot of copy `c`, and no other copy's;
 /// - `nodes[i]` is graph node i; its sources' slots are
 ///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
 /// - `splits` tile the node range in order; `inputs[split.inputs]` are the
@@ -102,7 +110,7 @@ pub(super) struct State {
     /// (resolved at registration, for the planner).
     pub(super) user_slots: PtrMap,
     /// The table slot of each input copy (`plan.copy_of`'s order).
-    pub(super) copy_slots: Vec<Slot>,
+    pub(super) copy_slots: CopySlots,
     /// Per split: what its last compute did.
     pub(super) runs: Vec<SplitStats>,
     /// The walk of the split's allocation (galloc.rs).
@@ -286,6 +294,10 @@ impl State {
     /// Apply the plan's input copies: each one a tensor of ours (in
     /// `copies`) with its source's layout and name, registered (the
     /// placement, galloc.rs, allocates it with its backend's allocator).
+    /// A copy is new to the table, or already there as the view source of
+    /// a tensor of the graph (a node the last placement computed in place
+    /// in the copy's memory). Their backends stay in the plan:
+    /// [`State::decision`] answers for them.
     pub(super) fn make_copies<'c>(
         &mut self,
         backends: &[BackendRef],
@@ -297,17 +309,104 @@ impl State {
             let (cslot, _) = self.table.insert(copy.id())?;
             live.set_new(cslot, copy);
             self.copy_slots.push(cslot);
-            let info = &mut self.table.info[cslot];
-            info.assign = Some(self.plan.copy_of[c].backend);
-            info.rule = Rule::InputCopy;
         }
         Ok(())
+    }
+
+    /// The backend tensor `slot` is assigned to, and the rule that put it
+    /// there: for an input copy its copy's (the plan), else the passes'
+    /// decision (the table, where they write it). The one answer for every
+    /// reader (the placement, the printed assignments, DOT,
+    /// `tensor_backend`).
+    #[inline]
+    pub(super) fn decision(&self, slot: Slot) -> (Option<BackendIdx>, Rule) {
+        decision(&self.table.info, &self.copy_slots, &self.plan.copy_of, slot)
+    }
+
+    /// The backend of tensor `slot` ([`State::decision`]).
+    #[inline]
+    pub(super) fn assignment(&self, slot: Slot) -> Option<BackendIdx> {
+        self.decision(slot).0
+    }
+
+    /// Plan the split's placement in `arenas` (`Galloc::plan`), logged in
+    /// the split's log.
+    pub(super) fn plan_placement<B: galloc::ComputeBuffers + ?Sized>(
+        &mut self,
+        galloc: &mut galloc::Galloc,
+        live: &mut Live<'_>,
+        arenas: &galloc::Arenas<B>,
+        ends: galloc::Ends,
+        func: &str,
+    ) -> Result<(), galloc::TooSmall> {
+        let (info, copy_slots, copy_of) = (&self.table.info, &self.copy_slots, &self.plan.copy_of);
+        let assignment = |s| decision(info, copy_slots, copy_of, s).0;
+        galloc.plan(&self.table, live, &self.order, arenas, ends, assignment, &mut self.reuse, func)
     }
 
     /// Size the splits' statistics to the plan.
     pub(super) fn size_runs(&mut self) {
         self.runs.clear();
         self.runs.resize(self.plan.splits.len(), SplitStats::default());
+    }
+}
+
+/// [`State::decision`] over the parts it reads.
+#[inline(always)]
+fn decision(info: &[SlotInfo], copy_slots: &CopySlots, copy_of: &[CopyOf], slot: Slot) -> (Option<BackendIdx>, Rule) {
+    match copy_slots.copy_at(slot) {
+        Some(c) => (Some(copy_of[c].backend), Rule::InputCopy),
+        None => (info[slot].assign, info[slot].rule),
+    }
+}
+
+/// The table slot of each input copy, in `plan.copy_of`'s order, and the
+/// way back.
+pub(super) struct CopySlots {
+    slots: Vec<Slot>,
+    /// Copy index by slot.
+    by_slot: PtrMap,
+    /// The lowest slot of a copy: the slots below are none (most copies
+    /// are new to the table, after the graph's tensors, so that nearly
+    /// every slot is told apart by one comparison).
+    lowest: usize,
+}
+
+impl Default for CopySlots {
+    fn default() -> Self {
+        CopySlots { slots: Vec::new(), by_slot: PtrMap::new(), lowest: usize::MAX }
+    }
+}
+
+impl CopySlots {
+    /// Copy `slots().len()` is in `slot`.
+    pub(super) fn push(&mut self, slot: Slot) {
+        self.by_slot.insert(slot.key(), self.slots.len() as u32);
+        self.slots.push(slot);
+        self.lowest = self.lowest.min(slot.index());
+    }
+
+    /// None (the memory is kept).
+    pub(super) fn clear(&mut self) {
+        self.slots.clear();
+        self.by_slot.clear(0);
+        self.lowest = usize::MAX;
+    }
+
+    /// The copy in `slot`, if one is.
+    #[inline(always)]
+    pub(super) fn copy_at(&self, slot: Slot) -> Option<usize> {
+        if slot.index() < self.lowest {
+            return None;
+        }
+        self.by_slot.get(slot.key()).map(|c| c as usize)
+    }
+}
+
+impl core::ops::Deref for CopySlots {
+    type Target = [Slot];
+    fn deref(&self) -> &[Slot] {
+        &self.slots
     }
 }
 

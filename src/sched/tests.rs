@@ -68,8 +68,8 @@ const NO_BACKEND: u16 = u16::MAX;
 
 fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
     let slot = st.table.find(TensorId::of_ptr(t).expect("not NULL")).expect("registered");
-    let info = st.table.info[slot];
-    (info.assign.map_or(NO_BACKEND, |b| b.get() as u16), info.rule)
+    let (assign, rule) = st.decision(slot);
+    (assign.map_or(NO_BACKEND, |b| b.get() as u16), rule)
 }
 
 fn splits(st: &State) -> Vec<(u16, usize, usize, usize)> {
@@ -274,7 +274,9 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .is_ok());
         assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
         assert_eq!(g.max(), [64]);
         g.apply(&call.live, &arenas, "test");
@@ -301,10 +303,10 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(
-            matches!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
+            matches!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
         );
         assert_eq!((data(n0), data(n1)), (0, 0));
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, |s| st.assignment(s), &mut log, "test").is_ok());
         assert_eq!(g.max(), [64]);
     });
 }
@@ -325,7 +327,9 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         let base = arenas.specs[0].base;
         assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
@@ -390,11 +394,15 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
         assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "the tensors were placed since: a new plan reads that");
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
         let placed = [n0, v, n2, n3].map(data);
@@ -426,7 +434,7 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
         edit(n2, |t| t.ne[0] = 4);
         assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
 
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, |s| st.assignment(s), &mut log, "test").is_ok());
         assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "an endless (measuring) plan is not kept");
     });
 }
