@@ -18,7 +18,7 @@
 use crate::prelude::*;
 
 use super::galloc::{self, Arenas, ComputeBuffers};
-use super::ids::Slot;
+use super::ids::{BackendIdx, Slot};
 use super::live::Live;
 use super::plan::place::ArenaSpec;
 use crate::handle::{BackendRef, BufferRef};
@@ -43,10 +43,6 @@ pub struct BackendStats {
 /// the backend for the allocator's buffer (0 before the first measure).
 pub(super) struct BackendRecord {
     backend: BackendRef<'static>,
-    /// Whether it accepts every op (our CPU backend, or one whose
-    /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
-    /// `supports_op` is never asked.
-    accepts_all: bool,
     /// Its compute allocator (a measure allocator before the first measure).
     talloc: Tallocr<'static>,
     /// Compute allocators that growth replaced during computes,
@@ -64,6 +60,84 @@ pub(super) struct BackendRecord {
     stats: BackendStats,
 }
 
+/// The scheduler's backends in priority order, one record each, with
+/// what registration, the probe and the passes read of them, made once
+/// (their handles, whether each accepts every op: one per record, in its
+/// order), the compute buffers as the placement sees them (described again
+/// for every plan in the same memory) and which grew in this placement.
+/// Read as a slice of records.
+pub(super) struct Backends {
+    records: Vec<BackendRecord>,
+    refs: Vec<BackendRef<'static>>,
+    accepts_all: Vec<bool>,
+    specs: Vec<ArenaSpec>,
+    grown: Vec<bool>,
+}
+
+impl Backends {
+    pub(super) fn new(backends: &[BackendRef<'static>]) -> Backends {
+        let records: Vec<BackendRecord> = backends.iter().map(|&b| BackendRecord::new(b)).collect();
+        Backends {
+            refs: backends.to_vec(),
+            // (our CPU backend, or one whose `supports_op` slot is NULL, as
+            // CUDA's: its `supports_op` is never asked)
+            accepts_all: backends.iter().map(|&b| crate::cpu::is_cpu(b) || !b.has_supports_op()).collect(),
+            specs: Vec::new(),
+            grown: vec![false; backends.len()],
+            records,
+        }
+    }
+
+    /// The backends' handles, in order.
+    #[inline]
+    pub(super) fn refs(&self) -> &[BackendRef<'static>] {
+        &self.refs
+    }
+
+    /// Whether each backend accepts every op, in order (known at
+    /// `sched_new`).
+    pub(super) fn accepts_all(&self) -> &[bool] {
+        &self.accepts_all
+    }
+
+    pub(super) fn iter_mut(&mut self) -> core::slice::IterMut<'_, BackendRecord> {
+        self.records.iter_mut()
+    }
+
+    pub(super) fn get_mut(&mut self, b: BackendIdx) -> &mut BackendRecord {
+        &mut self.records[b]
+    }
+
+    /// The compute buffers as the next plan sees them ([`arenas`]).
+    pub(super) fn arenas(&mut self, inputs: impl Iterator<Item = Slot> + Clone, live: &Live) -> Arenas<'_, [BackendRecord]> {
+        arenas(&self.records, inputs, live, &mut self.specs)
+    }
+
+    /// A placement begins: no buffer grew in it yet.
+    pub(super) fn start_placement(&mut self) {
+        self.grown.fill(false);
+    }
+
+    /// Grow backend `b`'s compute buffer to fit `need` bytes
+    /// ([`BackendRecord::grow`]; a buffer this placement grew already is
+    /// freed, not retired: nothing was handed out or placed in it).
+    pub(super) fn grow(&mut self, b: BackendIdx, need: usize, debug: bool) -> Result<(), OutOfMemory> {
+        let grown = self.records[b].grow(need, self.grown[b.get()], debug);
+        if grown.is_ok() {
+            self.grown[b.get()] = true;
+        }
+        grown
+    }
+}
+
+impl core::ops::Deref for Backends {
+    type Target = [BackendRecord];
+    #[inline]
+    fn deref(&self) -> &[BackendRecord] {
+        &self.records
+    }
+}
+
 /// The split does not fit with the user's assignments: a backend could not
 /// allocate a larger compute buffer (`Sched::place`).
 pub(super) struct NeedsFallback;
@@ -73,7 +147,7 @@ pub(super) struct NeedsFallback;
 /// borrowed from the records, so that no allocator can be freed meanwhile.
 /// Described in `specs`, whose memory is reused from one plan to the next.
 /// `inputs`: the slots of the graph's inputs ([`State::inputs`](super::state::State::inputs)).
-pub(super) fn arenas<'p>(
+fn arenas<'p>(
     records: &'p [BackendRecord],
     inputs: impl Iterator<Item = Slot> + Clone,
     live: &Live,
@@ -106,7 +180,6 @@ impl BackendRecord {
     pub(super) fn new(backend: BackendRef<'static>) -> BackendRecord {
         BackendRecord {
             backend,
-            accepts_all: crate::cpu::is_cpu(backend) || !backend.has_supports_op(),
             talloc: Tallocr::measure(backend),
             retired: Vec::new(),
             buffer_size: 0,
@@ -118,11 +191,6 @@ impl BackendRecord {
     #[inline]
     pub(super) fn backend(&self) -> BackendRef<'static> {
         self.backend
-    }
-
-    /// Whether the backend accepts every op (its `supports_op` is never asked).
-    pub(super) fn accepts_all(&self) -> bool {
-        self.accepts_all
     }
 
     /// Its compute allocator, and through it the compute buffer.

@@ -128,13 +128,8 @@ impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef<'static>]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
-        let records: Vec<BackendRecord> = backends.iter().map(|&b| BackendRecord::new(b)).collect();
         Box::new(Sched {
-            refs: backends.to_vec(),
-            accepts_all: records.iter().map(BackendRecord::accepts_all).collect(),
-            arena_specs: Vec::new(),
-            grown: vec![false; backends.len()],
-            backends: records,
+            backends: fit::Backends::new(backends),
             phase: Phase::New,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
@@ -320,7 +315,7 @@ impl Sched {
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
         let split = &self.st.plan().splits[k];
-        let stats = self.backends[split.backend].stats_mut();
+        let stats = self.backends.get_mut(split.backend).stats_mut();
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
         stats.bytes_copied += bytes;
@@ -347,7 +342,7 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.backends[self.st.plan().splits[k].backend].stats_mut().compute_ns += nanos(from, to);
+        self.backends.get_mut(self.st.plan().splits[k].backend).stats_mut().compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
@@ -417,14 +412,14 @@ impl Sched {
     fn place(&mut self, split: Split, call: &mut CallState, func: &str) -> Result<(), NeedsFallback> {
         let reused = split == Split::Reused;
         if reused {
-            let arenas = fit::arenas(&self.backends, self.st.inputs(), &call.live, &mut self.arena_specs);
+            let arenas = self.backends.arenas(self.st.inputs(), &call.live);
             if self.st.placement_holds(&self.galloc, &call.live, &arenas) {
                 self.galloc.apply(&call.live, &arenas, func);
                 self.note_reached();
                 return Ok(());
             }
         }
-        self.grown.fill(false);
+        self.backends.start_placement();
         // A grown buffer starts empty: the caller's inputs stay in the old
         // one, where the plan no longer computes in place in their memory,
         // so the need can rise once after the first growth (found by the
@@ -433,7 +428,7 @@ impl Sched {
         // margin, and past it the compute stops with a message.
         let rounds = 4 * self.backends.len() + 4;
         for _ in 0..rounds {
-            let arenas = fit::arenas(&self.backends, self.st.inputs(), &call.live, &mut self.arena_specs);
+            let arenas = self.backends.arenas(self.st.inputs(), &call.live);
             let Err(TooSmall(b)) = self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Real { keep: reused }, func)
             else {
                 self.galloc.apply(&call.live, &arenas, func);
@@ -445,32 +440,33 @@ impl Sched {
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max()[b.get()];
             let have = arenas.specs[b.get()].size;
-            let r = &mut self.backends[b];
+            let backend = self.backends[b].backend();
             if self.debug {
                 crate::platform::errln!(
                     "wsp_ggml_backend_sched: the split needs {need} bytes of the compute buffer of '{}' ({have} bytes)",
-                    r.backend().name_lossy()
+                    backend.name_lossy()
                 );
             }
-            let grown = r.grow(need, self.grown[b.get()], self.debug);
-            if grown.is_ok() {
-                self.grown[b.get()] = true;
-            } else if !self.user.is_empty() {
-                if self.debug {
-                    crate::platform::errln!(
+            match self.backends.grow(b, need, self.debug) {
+                Ok(()) => {} // (planned again in the larger buffer)
+                Err(_) if !self.user.is_empty() => {
+                    if self.debug {
+                        crate::platform::errln!(
                         "wsp_ggml_backend_sched: '{}' cannot allocate a larger compute buffer: set_node_backend is not applied in this compute",
-                        r.backend().name_lossy()
+                        backend.name_lossy()
                     );
+                    }
+                    return Err(NeedsFallback);
                 }
-                return Err(NeedsFallback);
-            } else if let Err(OutOfMemory(size)) = grown {
-                if self.debug {
-                    crate::platform::errln!(
+                Err(OutOfMemory(size)) => {
+                    if self.debug {
+                        crate::platform::errln!(
                         "wsp_ggml_backend_sched: this graph needs a compute buffer of {need} bytes on backend '{}' (it has {have}), and the backend could not allocate one",
-                        r.backend().name_lossy()
+                        backend.name_lossy()
                     );
+                    }
+                    crate::platform::out_of_memory(func, size);
                 }
-                crate::platform::out_of_memory(func, size);
             }
         }
         fatal(func, &format!("the compute buffers still do not fit this graph after growing {rounds} times"));
@@ -487,7 +483,7 @@ impl Sched {
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
     fn measure_split(&mut self, call: &mut CallState, func: &str) -> Vec<usize> {
-        let arenas = fit::arenas(&self.backends, self.st.inputs(), &call.live, &mut self.arena_specs);
+        let arenas = self.backends.arenas(self.st.inputs(), &call.live);
         if self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Endless, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
@@ -593,7 +589,7 @@ impl Sched {
     /// the last split when the graph and everything it depends on are
     /// unchanged.
     fn split<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, func: &str) -> Split {
-        let backends = &self.refs[..];
+        let backends = self.backends.refs();
         // (the same graph at the same addresses, or built again elsewhere)
         let reused = self.user.is_empty()
             && (self.st.still_valid(backends, graph, &mut call.live) || self.st.still_valid_moved(backends, graph, copies, &mut call.live));
@@ -604,7 +600,8 @@ impl Sched {
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
             let mut attempt = self.st.first_attempt(listed);
-            let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
+            let settings =
+                Settings { accepts_all: self.backends.accepts_all(), debug: self.debug, measuring: self.phase == Phase::Measuring };
             let lenient = loop {
                 match make_split(&mut self.st, call, copies, backends, settings, &self.user, graph, &attempt, func) {
                     Ok(lenient) => break lenient,

@@ -7,7 +7,7 @@
 
 use crate::prelude::*;
 
-use super::fit::BackendRecord;
+use super::fit::Backends;
 use super::galloc::{Arenas, ComputeBuffers, Ends, Galloc, TooSmall};
 use super::ids::{self, BackendIdx, Rule, Slot};
 use super::live::{Live, Room};
@@ -592,17 +592,8 @@ pub(super) enum Phase {
 }
 
 pub struct Sched {
-    /// The backends in priority order, one record each.
-    pub(super) backends: Vec<BackendRecord>,
-    /// The same backends, and whether each accepts every op: what
-    /// registration, the probe and the passes read, made once.
-    pub(super) refs: Vec<BackendRef<'static>>,
-    pub(super) accepts_all: Vec<bool>,
-    /// The compute buffers as the placement sees them, described again for
-    /// every plan in the same memory (fit.rs).
-    pub(super) arena_specs: Vec<super::plan::place::ArenaSpec>,
-    /// Which compute buffers grew in this compute (mod.rs, `place`).
-    pub(super) grown: Vec<bool>,
+    /// The backends in priority order, one record each (fit.rs).
+    pub(super) backends: Backends,
     pub(super) phase: Phase,
     /// The split's allocation (galloc.rs), kept for its memory.
     pub(super) galloc: Galloc,
