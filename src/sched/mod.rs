@@ -22,7 +22,8 @@
 //! what was read, never a tensor, and ask the rest through probes), `table`
 //! (the slot table and what registration read), `record` (the one log of
 //! the questions asked of C), `galloc` (the placement's C side: loading,
-//! its probe, applying, keeping a plan), `probe` (the snapshot, and the
+//! its probe, applying, keeping a plan), `call` (a call's redirected
+//! sources, and the memory kept for a call), `probe` (the snapshot, and the
 //! passes' door to C), `reuse` (is the last split still valid), `fit`
 //! (each backend's record: its compute buffer, sized and grown), `state`
 //! (one split, whose fields are its own and whose methods run each of its
@@ -79,6 +80,7 @@
 
 use crate::prelude::*;
 
+mod call;
 mod cell;
 mod dot;
 mod fit;
@@ -117,11 +119,12 @@ enum Split {
     Reused,
     New,
 }
+use call::{Redirections, Rooms};
 use fit::BackendRecord;
 pub use fit::BackendStats;
 use galloc::{Ends, TooSmall};
 use live::Live;
-use state::{nanos, Phase, Redirections, State};
+use state::{nanos, Phase, State};
 pub use state::{Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
@@ -136,7 +139,7 @@ impl Sched {
             user: PtrMap::new(),
             eval_callback: None,
             staging: core::cell::Cell::new(Vec::new()),
-            rooms: state::Rooms::default(),
+            rooms: Rooms::default(),
             splits_made: 0,
             st: State::default(),
         })
@@ -544,7 +547,7 @@ struct CallState<'c> {
 
 impl<'c> CallState<'c> {
     /// No handle, nothing redirected, in the memory of `rooms`.
-    fn new(rooms: &mut state::Rooms) -> Self {
+    fn new(rooms: &mut Rooms) -> Self {
         let (live, redirected) = rooms.take();
         CallState { live, redirected }
     }

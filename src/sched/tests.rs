@@ -7,13 +7,13 @@
 
 use crate::ptrmap::PtrMap;
 
+use super::call::Rooms;
 use super::galloc::{Arenas, Ends, Galloc, TooSmall};
 use super::ids::Rule;
 use super::live::{Live, Room};
 use super::plan::place::ArenaSpec;
 use super::plan::Settings;
 use super::record::{Record, Standing};
-use super::state::Rooms;
 use super::state::State;
 use super::{make_split, CallState};
 use crate::fake_c::{addr, data, edit, get, view_src, World, OP_ADD, OP_MUL, OP_MUL_MAT};
