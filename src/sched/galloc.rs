@@ -278,7 +278,7 @@ impl Galloc {
         slots.clear();
         slots.reserve(keys.len());
         let mut unheld = Vec::new();
-        for (i, (key, info)) in keys.iter().zip(&table.info).enumerate() {
+        for (i, (key, info)) in keys.iter().zip(table.infos()).enumerate() {
             if key.is_none() {
                 slots.push(Tracked::from(Loaded::none()));
                 continue;

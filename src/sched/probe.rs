@@ -209,7 +209,7 @@ impl<'a, 'c> Registrar<'a, 'c> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
             let (s, new) = self.table.insert(v.id())?;
-            self.table.info[at].vsrc = Some(s.into());
+            self.table.set_view_src(at, s);
             if !new {
                 break;
             }
@@ -224,7 +224,7 @@ impl<'a, 'c> Registrar<'a, 'c> {
     fn describe(&mut self, slot: Slot, t: TensorRef<'c>, via: Option<Via>) {
         // (the view source's slot is set when it is registered)
         self.live.set_new(slot, t);
-        self.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
+        self.table.describe(slot, SlotInfo::registered(locate(self.backends, t), flags_of(t)));
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.id().addr() as u64) {
                 self.user_slots.insert(slot.key(), b);

@@ -81,7 +81,7 @@ impl Reread<'_> {
         if self.table.key(slot) != Some(t.id()) {
             return false;
         }
-        let info = &self.table.info[slot];
+        let info = self.table.info(slot);
         let same_vsrc = match info.vsrc {
             None => t.view_src_id().is_none(),
             Some(v) => t.view_src_id() == self.table.key(v.slot()),
@@ -202,13 +202,13 @@ impl<'c> Rekey<'_, 'c> {
     /// Whether `t`, in `slot`, views nothing now as then.
     #[inline(always)]
     fn no_views(&self, slot: Slot, t: TensorRef) -> bool {
-        t.view_src_id().is_none() && self.table.info[slot].vsrc.is_none()
+        t.view_src_id().is_none() && self.table.info(slot).vsrc.is_none()
     }
 
     /// As the registrar's `describe`: what it wrote of a new tensor.
     #[inline(always)]
     fn same_facts(&mut self, slot: Slot, t: TensorRef, listed: bool) -> bool {
-        let info = &self.table.info[slot];
+        let info = self.table.info(slot);
         if info.flags != flags_of(t) || info.packed_loc != self.locator.locate(t) {
             return false;
         }
@@ -226,7 +226,7 @@ impl<'c> Rekey<'_, 'c> {
     fn view_chain(&mut self, slot: Slot, t: TensorRef<'c>) -> bool {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
-            let Some(s) = self.table.info[at].view_src() else {
+            let Some(s) = self.table.info(at).view_src() else {
                 return false;
             };
             match self.table.rekey(v.id()) {
@@ -244,7 +244,7 @@ impl<'c> Rekey<'_, 'c> {
             (at, next) = (s, v.view_src());
         }
         // (a view source registered then, none now)
-        self.table.info[at].view_src().is_none()
+        self.table.info(at).view_src().is_none()
     }
 
     /// The view source of a leaf or node: registered as `vsrc` (None: none).

@@ -25,11 +25,11 @@ use crate::ptrmap::PtrMap;
 /// [`State::snapshot`], [`State::plan_split`], then the apply methods):
 /// - **snapshot** (probe.rs, `Registrar`): every tensor the passes or the
 ///   allocation touch gets a table slot, with what the passes read of it
-///   (`table.info`: location, flags, view source); `graph` gives the
+///   (`Table::info`: location, flags, view source); `graph` gives the
 ///   graph's structure in slots;
 /// - **plan** (the passes, sched/plan, sealed from C: they ask the rest
 ///   through a `Probe`, whose C implementation logs the answers in
-///   `reuse`): a backend and rule per slot of the graph (`table.info`) and
+///   `reuse`): a backend and rule per slot of the graph (`Table::info`) and
 ///   `plan`: the splits, their inputs, the copies they need and the graph
 ///   sources to redirect;
 /// - **apply** (here): the copies made and registered (`copy_slots`),
@@ -148,7 +148,7 @@ impl State {
         settings: Settings<'_>,
     ) -> Result<Planned, (Refusal, Vec<String>)> {
         let mut probe = CProbe::new(live, backends, &mut self.reuse);
-        plan::plan_split(&mut probe, &mut self.table.info, &self.graph, &self.user_slots, &mut self.plan, settings)
+        plan::plan_split(&mut probe, self.table.decisions_mut(), &self.graph, &self.user_slots, &mut self.plan, settings)
     }
 
     /// **Apply**, first the plan's input copies: each one a tensor of ours
@@ -266,7 +266,7 @@ impl State {
     /// `tensor_backend`).
     #[inline]
     pub(super) fn decision(&self, slot: Slot) -> (Option<BackendIdx>, Rule) {
-        decision(&self.table.info, &self.copy_slots, &self.plan.copy_of, slot)
+        decision(self.table.infos(), &self.copy_slots, &self.plan.copy_of, slot)
     }
 
     /// The backend of tensor `slot` ([`State::decision`]).
@@ -288,7 +288,7 @@ impl State {
         ends: Ends,
         func: &str,
     ) -> Result<(), TooSmall> {
-        let (info, copy_slots, copy_of) = (&self.table.info, &self.copy_slots, &self.plan.copy_of);
+        let (info, copy_slots, copy_of) = (self.table.infos(), &self.copy_slots, &self.plan.copy_of);
         let assignment = |s| decision(info, copy_slots, copy_of, s).0;
         galloc.plan(&self.table, live, &self.order, arenas, ends, assignment, &mut self.reuse, func)
     }
