@@ -122,8 +122,8 @@ impl Galloc {
     }
 
     /// Plan the allocation of `order` in `arenas`, to their real ends or
-    /// endless (`ends`), each tensor with its backend (`assignment`, by
-    /// slot); a plan to their real ends may be kept: what it asks
+    /// endless (`ends`), each tensor with the backend the passes gave it, an
+    /// input copy with its copy's (`copies`: slot and backend); a plan to their real ends may be kept: what it asks
     /// is then logged in `log`'s placement chapter, so that it can be
     /// applied again while that holds (a split computed again and again). Err: the first backend whose
     /// buffer is too small (the plan stops there). Aborts naming `func`
@@ -136,7 +136,7 @@ impl Galloc {
         order: &Order,
         arenas: &Arenas<B>,
         ends: Ends,
-        assignment: impl Fn(Slot) -> Option<BackendIdx>,
+        copies: impl Iterator<Item = (Slot, BackendIdx)>,
         log: &mut Record,
         func: &str,
     ) -> Result<(), TooSmall> {
@@ -145,7 +145,7 @@ impl Galloc {
             Ends::Endless => (false, false),
         };
         log.clear_placement();
-        self.load(table, live, assignment);
+        self.load(table, live, copies);
         // (what it loaded, logged before the plan changes it)
         let keep = keep && bounded && live.len() == table.size() && log.place_loaded(self.loaded(table));
         let mut probe = CPlaceProbe { table, live, buffers: arenas.buffers, log: keep.then_some(&mut *log), asked: [0; 3] };
@@ -270,7 +270,7 @@ impl Galloc {
     /// tensors it finds get handles in `live` past the table's slots).
     // (inlined into `plan`, its one caller: measured a little cheaper)
     #[inline(always)]
-    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>, assignment: impl Fn(Slot) -> Option<BackendIdx>) {
+    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>, copies: impl Iterator<Item = (Slot, BackendIdx)>) {
         let keys = table.keys();
         self.extra.clear(0);
         live.truncate(table.size());
@@ -301,7 +301,7 @@ impl Galloc {
                 data: t.data() as usize,
                 buffer: t.buffer() as usize,
                 vsrc,
-                backend: assignment(Slot::at(i)),
+                backend: info.assign,
                 op: t.op(),
             }));
         }
@@ -311,6 +311,12 @@ impl Galloc {
             let v = live.get(Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
             let v = self.id_of(table, live, v);
             self.placement.tensors()[i].set_vsrc(v);
+        }
+        // the input copies' backends are the plan's, not the table's
+        let tensors = self.placement.tensors();
+        for (slot, b) in copies {
+            let t = &mut tensors[slot.index()];
+            *t = Tracked::from(Loaded { backend: Some(b), ..t.loaded() });
         }
     }
 

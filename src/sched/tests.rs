@@ -97,6 +97,28 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     assert_eq!(get(n1).src[1], n0, "the graph's sources are given back when the call ends");
 }
 
+/// An input copy's backend and rule are its copy's, also where the copy
+/// is already in the table as a view source (a node the last placement
+/// computed in place in the copy's memory).
+#[test]
+fn an_input_copys_decision_is_its_copys_wherever_its_slot_is() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let wa = w.leaf(8, Some(0));
+    let wb = w.leaf(8, Some(1));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]); // A
+    let n1 = w.node(OP_MUL, 8, &[wb, n0]); // B, needs n0: copied
+    w.node(OP_ADD, 8, &[n1, wb]); // B: registered after n1's view source
+    let (_, c1) = split_then(&mut w, &PtrMap::new(), |_, _| get(n1).src[1]);
+    // n1 as the placement leaves it when it computes n1 in place in the copy
+    edit(n1, |x| x.view_src = c1);
+    let st = plan(&mut w, &PtrMap::new());
+    let slot = st.table().find(TensorId::of_ptr(c1).expect("not NULL")).expect("registered");
+    assert!(slot.index() < st.table().size() - 1, "registered before the copies, as n1's view source");
+    assert_eq!(st.copy_slots(), [slot], "the copy's slot is its view source's");
+    assert_eq!(assigned(&st, c1), (1, Rule::InputCopy));
+    assert_eq!(st.copy_backends().map(|(s, b)| (s, b.get())).collect::<Vec<_>>(), [(slot, 1)], "what the placement loads");
+}
+
 /// The world's graph was planned into `st` (and given back): whether the
 /// reuse check accepts it as it is now.
 fn still_valid(w: &mut World, st: &mut State) -> bool {
@@ -275,7 +297,7 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(g
-            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
             .is_ok());
         assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
         assert_eq!(g.max(), [64]);
@@ -303,10 +325,10 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(
-            matches!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
+            matches!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
         );
         assert_eq!((data(n0), data(n1)), (0, 0));
-        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, |s| st.assignment(s), &mut log, "test").is_ok());
+        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, st.copy_backends(), &mut log, "test").is_ok());
         assert_eq!(g.max(), [64]);
     });
 }
@@ -328,7 +350,7 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(g
-            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
             .is_ok());
         g.apply(&call.live, &arenas, "test");
         let base = arenas.specs[0].base;
@@ -395,13 +417,13 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(g
-            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
             .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
         assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "the tensors were placed since: a new plan reads that");
         assert!(g
-            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, |s| st.assignment(s), &mut log, "test")
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
             .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
@@ -434,7 +456,7 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
         edit(n2, |t| t.ne[0] = 4);
         assert!(g.still_holds(st.table(), &call.live, &arenas, &log));
 
-        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, |s| st.assignment(s), &mut log, "test").is_ok());
+        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, st.copy_backends(), &mut log, "test").is_ok());
         assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "an endless (measuring) plan is not kept");
     });
 }
