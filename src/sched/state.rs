@@ -264,8 +264,9 @@ impl State {
     /// The backend tensor `slot` is assigned to, and the rule that put it
     /// there: for an input copy its copy's (the plan), else the passes'
     /// decision (the table, where they write it). The one answer for every
-    /// reader (the placement, the printed assignments, DOT,
-    /// `tensor_backend`).
+    /// reader of one slot (the printed assignments, DOT, `tensor_backend`);
+    /// the placement loads the same for every slot in bulk
+    /// ([`State::plan_placement`]).
     #[inline]
     pub(super) fn decision(&self, slot: Slot) -> (Option<BackendIdx>, Rule) {
         decision(self.table.infos(), &self.copy_slots, &self.plan.copy_of, slot)
@@ -287,8 +288,9 @@ impl State {
     // The placement (galloc.rs) of the split.
 
     /// Plan the split's placement in `arenas` (`Galloc::plan`), each
-    /// tensor on its backend ([`State::decision`]), logged in the split's
-    /// log.
+    /// tensor on its backend as [`State::decision`] says (the table's
+    /// backends, then each input copy's from the plan), logged in the
+    /// split's log.
     pub(super) fn plan_placement<B: ComputeBuffers + ?Sized>(
         &mut self,
         galloc: &mut Galloc,
