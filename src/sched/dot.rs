@@ -130,13 +130,13 @@ impl Sched {
     /// the graph split last.
     pub fn write_dot(&self, graph: GraphRef, sink: &mut dyn FnMut(&str), func: &str) {
         let st = &self.st;
-        if st.plan.splits.is_empty() {
+        if st.plan().splits.is_empty() {
             fatal(func, "the scheduler has no split graph (call wsp_ggml_backend_sched_init_measure or graph_compute first)");
         }
-        let same = graph.n_nodes() == st.graph.nodes.len()
-            && graph.n_leafs() == st.graph.leafs.len()
-            && graph.node_entries().zip(&st.graph.nodes).all(|(t, n)| t.map(|t| t.id()) == st.table.key(n.slot))
-            && graph.leaf_entries().zip(&st.graph.leafs).all(|(t, l)| t.map(|t| t.id()) == st.table.key(l.0));
+        let same = graph.n_nodes() == st.graph().nodes.len()
+            && graph.n_leafs() == st.graph().leafs.len()
+            && graph.node_entries().zip(&st.graph().nodes).all(|(t, n)| t.map(|t| t.id()) == st.table().key(n.slot))
+            && graph.leaf_entries().zip(&st.graph().leafs).all(|(t, l)| t.map(|t| t.id()) == st.table().key(l.0));
         if !same {
             fatal(
                 func,
@@ -144,8 +144,8 @@ impl Sched {
                     "argument 'graph' ({} nodes, {} leafs) is not the graph the scheduler split last ({} nodes, {} leafs)",
                     graph.n_nodes(),
                     graph.n_leafs(),
-                    st.graph.nodes.len(),
-                    st.graph.leafs.len()
+                    st.graph().nodes.len(),
+                    st.graph().leafs.len()
                 ),
             );
         }
@@ -154,17 +154,17 @@ impl Sched {
         // source is the tensor it copies).
         let mut room = Room::default();
         let mut live = Live::new(&mut room);
-        live.reset(st.table.size());
-        let mut ids: Vec<Option<Id>> = vec![None; st.table.size()];
+        live.reset(st.table().size());
+        let mut ids: Vec<Option<Id>> = vec![None; st.table().size()];
         for (i, t) in graph.leaf_entries().enumerate() {
-            if let Some(slot) = t.and_then(|t| st.table.find(t.id()).map(|s| (s, t))) {
+            if let Some(slot) = t.and_then(|t| st.table().find(t.id()).map(|s| (s, t))) {
                 live.set(slot.0, slot.1);
                 ids[slot.0.index()] = Some(Id::Leaf(i));
             }
         }
         for (i, t) in graph.node_entries().enumerate() {
             let Some(t) = t else { continue };
-            if let Some(s) = st.table.find(t.id()) {
+            if let Some(s) = st.table().find(t.id()) {
                 live.set(s, t);
                 ids[s.index()] = Some(Id::Node(i));
             }
@@ -172,12 +172,12 @@ impl Sched {
         for t in graph.nodes() {
             for (_, src) in t.srcs() {
                 let mut src = src;
-                let Some(mut s) = st.table.find(src.id()) else { continue };
-                if let Some(c) = st.copy_slots.iter().position(|&c| c == s) {
+                let Some(mut s) = st.table().find(src.id()) else { continue };
+                if let Some(c) = st.copy_slots().iter().position(|&c| c == s) {
                     // (redirected: the tensor the copy copies)
                     let Some(orig) = src.srcs().last().map(|(_, o)| o) else { continue };
                     src = orig;
-                    s = st.plan.copy_of[c].src;
+                    s = st.plan().copy_of[c].src;
                 }
                 if live.find(s).is_none() {
                     live.set(s, src);
@@ -187,11 +187,10 @@ impl Sched {
                 }
             }
         }
-        let name = |b: BackendIdx| self.backends[b].backend.name_lossy();
-        let info = |s: Slot| st.table.info[s];
+        let name = |b: BackendIdx| self.backends[b].backend().name_lossy();
         let mut o = Out { line: String::new(), sink };
-        let n_inputs = st.plan.inputs.len();
-        let copied: usize = st.plan.inputs.iter().map(|&(s, _)| live.get(s).nbytes()).sum();
+        let n_inputs = st.plan().inputs.len();
+        let copied: usize = st.plan().inputs.iter().map(|&(s, _)| live.get(s).nbytes()).sum();
         out!(o, "digraph schedule {{");
         out!(
             o,
@@ -200,7 +199,7 @@ impl Sched {
                 "{} nodes, {} leafs: {} splits, {} input copies, {} B copied per compute",
                 graph.n_nodes(),
                 graph.n_leafs(),
-                st.plan.splits.len(),
+                st.plan().splits.len(),
                 n_inputs,
                 copied
             ))
@@ -208,8 +207,8 @@ impl Sched {
         out!(o, "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];");
         out!(o, "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\"];");
         // the splits: their input copies, then their nodes
-        for (k, split) in st.plan.splits.iter().enumerate() {
-            let inputs = &st.plan.inputs[split.inputs.clone()];
+        for (k, split) in st.plan().splits.iter().enumerate() {
+            let inputs = &st.plan().inputs[split.inputs.clone()];
             let bytes: usize = inputs.iter().map(|&(s, _)| live.get(s).nbytes()).sum();
             out!(o, "  subgraph cluster_s{k} {{");
             out!(
@@ -236,7 +235,7 @@ impl Sched {
             }
             for i in split.i_start..split.i_end {
                 let t = graph.node(i);
-                let (a, rule) = st.table.find(t.id()).map_or((None, Rule::Unset), |s| (info(s).assign, info(s).rule));
+                let (a, rule) = st.table().find(t.id()).map_or((None, Rule::Unset), |s| st.decision(s));
                 let style = if t.is_view_op() { ", style=\"rounded,filled,dotted\"" } else { "" };
                 out!(
                     o,
@@ -254,18 +253,19 @@ impl Sched {
                 continue;
             }
             let t = live.get(slot);
+            let (assign, rule) = st.decision(slot);
             let shape = if matches!(id, Id::Leaf(_)) { "cylinder" } else { "box" };
             out!(
                 o,
                 "  {id} [label={}, shape={shape}, fillcolor={}];",
-                Quoted(&format!("{}\n{}\n{}\n{:?}", ggml::op_name(t.op()), t.name_lossy(), size_text(t), info(slot).rule)),
-                Quoted(colour(info(slot).assign))
+                Quoted(&format!("{}\n{}\n{}\n{:?}", ggml::op_name(t.op()), t.name_lossy(), size_text(t), rule)),
+                Quoted(colour(assign))
             );
         }
         // the copies' edges, then the nodes' (a source copied into the
         // consumer's split comes from its copy)
-        for (k, split) in st.plan.splits.iter().enumerate() {
-            for (m, &(s, _)) in st.plan.inputs[split.inputs.clone()].iter().enumerate() {
+        for (k, split) in st.plan().splits.iter().enumerate() {
+            for (m, &(s, _)) in st.plan().inputs[split.inputs.clone()].iter().enumerate() {
                 let from = ids[s.index()].unwrap_or(Id::Other(s));
                 out!(
                     o,
@@ -275,11 +275,11 @@ impl Sched {
             }
             for i in split.i_start..split.i_end {
                 for (_, src) in graph.node(i).srcs() {
-                    let Some(mut s) = st.table.find(src.id()) else { continue };
-                    if let Some(c) = st.copy_slots.iter().position(|&c| c == s) {
-                        s = st.plan.copy_of[c].src;
+                    let Some(mut s) = st.table().find(src.id()) else { continue };
+                    if let Some(c) = st.copy_slots().iter().position(|&c| c == s) {
+                        s = st.plan().copy_of[c].src;
                     }
-                    let inputs = &st.plan.inputs[split.inputs.clone()];
+                    let inputs = &st.plan().inputs[split.inputs.clone()];
                     match inputs.iter().position(|&(input, _)| input == s) {
                         Some(m) => out!(o, "  s{k}i{m} -> n{i};"),
                         None => {
@@ -325,7 +325,7 @@ impl Sched {
     /// reported (where messages go), not fatal.
     pub(super) fn write_dot_to_env(&self, graph: GraphRef, func: &str) {
         let Some(path) = crate::platform::env_value(c"WSP_GGML_SCHED_DOT") else { return };
-        if self.st.plan.splits.is_empty() {
+        if self.st.plan().splits.is_empty() {
             return; // (an empty graph: nothing to draw)
         }
         let shown = String::from_utf8_lossy(&path[..path.len() - 1]).into_owned();

@@ -122,7 +122,8 @@ impl Galloc {
     }
 
     /// Plan the allocation of `order` in `arenas`, to their real ends or
-    /// endless (`ends`); a plan to their real ends may be kept: what it asks
+    /// endless (`ends`), each tensor with the backend the passes gave it, an
+    /// input copy with its copy's (`copies`: slot and backend); a plan to their real ends may be kept: what it asks
     /// is then logged in `log`'s placement chapter, so that it can be
     /// applied again while that holds (a split computed again and again). Err: the first backend whose
     /// buffer is too small (the plan stops there). Aborts naming `func`
@@ -135,6 +136,7 @@ impl Galloc {
         order: &Order,
         arenas: &Arenas<B>,
         ends: Ends,
+        copies: impl Iterator<Item = (Slot, BackendIdx)>,
         log: &mut Record,
         func: &str,
     ) -> Result<(), TooSmall> {
@@ -143,7 +145,7 @@ impl Galloc {
             Ends::Endless => (false, false),
         };
         log.clear_placement();
-        self.load(table, live);
+        self.load(table, live, copies);
         // (what it loaded, logged before the plan changes it)
         let keep = keep && bounded && live.len() == table.size() && {
             let (tensors, buffers) = self.loaded(table);
@@ -271,14 +273,14 @@ impl Galloc {
     /// tensors it finds get handles in `live` past the table's slots).
     // (inlined into `plan`, its one caller: measured a little cheaper)
     #[inline(always)]
-    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>) {
+    fn load<'c>(&mut self, table: &Table, live: &mut Live<'c>, copies: impl Iterator<Item = (Slot, BackendIdx)>) {
         let keys = table.keys();
         self.extra.clear(0);
         live.truncate(table.size());
         let placement = &mut self.placement;
         placement.start_loading(keys.len());
         let mut unheld = Vec::new();
-        for (i, (key, info)) in keys.iter().zip(&table.info).enumerate() {
+        for (i, (key, info)) in keys.iter().zip(table.infos()).enumerate() {
             if key.is_none() {
                 placement.push_loaded(Loaded::none());
                 continue;
@@ -305,6 +307,10 @@ impl Galloc {
             let v = live.get(Slot::at(i)).view_src().expect("a view (its view_src is not NULL)");
             let v = self.id_of(table, live, v);
             self.placement.set_vsrc(i, v);
+        }
+        // the input copies' backends are the plan's, not the table's
+        for (slot, b) in copies {
+            self.placement.set_backend(slot.index(), b);
         }
     }
 

@@ -22,10 +22,12 @@
 //! what was read, never a tensor, and ask the rest through probes), `table`
 //! (the slot table and what registration read), `record` (the one log of
 //! the questions asked of C), `galloc` (the placement's C side: loading,
-//! its probe, applying, keeping a plan), `state` (one split, the
-//! per-backend records and `Sched`), `probe` (the snapshot, and the
+//! its probe, applying, keeping a plan), `call` (a call's redirected
+//! sources, and the memory kept for a call), `probe` (the snapshot, and the
 //! passes' door to C), `reuse` (is the last split still valid), `fit`
-//! (growing compute buffers), `cell` (borrows around user code, the input
+//! (each backend's record: its compute buffer, sized and grown), `state`
+//! (one split, whose fields are its own and whose methods run each of its
+//! stages, and `Sched`), `cell` (borrows around user code, the input
 //! copies, and the driver of a compute), `dot` (the schedule as Graphviz
 //! DOT); their order, bottom to top, is scripts/layers' (the one
 //! place it is written). ggml-alloc's allocator itself is owned through
@@ -78,6 +80,7 @@
 
 use crate::prelude::*;
 
+mod call;
 mod cell;
 mod dot;
 mod fit;
@@ -103,7 +106,7 @@ use crate::ptrmap::PtrMap;
 use crate::talloc::Tallocr;
 use ids::BackendIdx;
 use plan::{Refusal, Settings};
-use probe::{CProbe, Registrar};
+
 use record::Standing;
 use table::{Attempt, Retry};
 
@@ -116,29 +119,27 @@ enum Split {
     Reused,
     New,
 }
+use call::{Redirections, Rooms};
+use fit::BackendRecord;
+pub use fit::BackendStats;
 use galloc::{Ends, TooSmall};
 use live::Live;
-use state::{nanos, refresh_copy, BackendRecord, Phase, Redirections, State};
-pub use state::{BackendStats, Sched, SplitStats, MAX_BACKENDS};
+use state::{nanos, Phase, State};
+pub use state::{Sched, SplitStats, MAX_BACKENDS};
 
 impl Sched {
     /// `wsp_ggml_backend_sched_new`.
     pub fn new(backends: &[BackendRef<'static>]) -> Box<Sched> {
         assert!(backends.len() <= MAX_BACKENDS, "checked by the caller");
-        let records: Vec<BackendRecord> = backends.iter().map(|&b| BackendRecord::new(b)).collect();
         Box::new(Sched {
-            refs: backends.to_vec(),
-            accepts_all: records.iter().map(|r| r.accepts_all).collect(),
-            arena_specs: Vec::new(),
-            grown: vec![false; backends.len()],
-            backends: records,
+            backends: fit::Backends::new(backends),
             phase: Phase::New,
             galloc: galloc::Galloc::new(ggml::in_place_ops()),
             debug: crate::platform::env_flag(c"WSP_GGML_SCHED_DEBUG"),
             user: PtrMap::new(),
             eval_callback: None,
             staging: core::cell::Cell::new(Vec::new()),
-            rooms: state::Rooms::default(),
+            rooms: Rooms::default(),
             splits_made: 0,
             repeats: false,
             st: State::default(),
@@ -156,7 +157,7 @@ impl Sched {
 
     /// Index of `backend` in this scheduler, or abort naming `func`.
     fn index_of(&self, backend: BackendRef, func: &str) -> BackendIdx {
-        match self.backends.iter().position(|r| r.backend == backend) {
+        match self.backends.iter().position(|r| r.backend() == backend) {
             Some(i) => BackendIdx::new(i),
             None => fatal(
                 func,
@@ -169,11 +170,11 @@ impl Sched {
     /// measure, reset of buffers or `sched_free` (it may be retired by a
     /// compute, and stays valid until then).
     pub fn get_tallocr(&self, backend: BackendRef, func: &str) -> wsp_ggml_tallocr_t {
-        self.backends[self.index_of(backend, func)].talloc.as_ptr()
+        self.backends[self.index_of(backend, func)].talloc().as_ptr()
     }
 
     pub fn get_buffer(&self, backend: BackendRef, func: &str) -> wsp_ggml_backend_buffer_t {
-        self.backends[self.index_of(backend, func)].talloc.buffer().as_ptr()
+        self.backends[self.index_of(backend, func)].talloc().buffer().as_ptr()
     }
 
     pub fn set_node_backend(&mut self, node: TensorRef, backend: BackendRef) {
@@ -201,11 +202,10 @@ impl Sched {
         // What the placement kept for its memory is sized anew from here
         // (the computes after a measure allocate nothing once they have
         // placed a graph as large).
-        self.galloc.release(&mut self.st.reuse);
+        self.st.forget_placement(&mut self.galloc);
         // Measure with fresh measure allocators; keep the real ones aside.
         let real = self.phase == Phase::Ready;
-        let kept: Vec<Option<Tallocr<'static>>> =
-            self.backends.iter_mut().map(|r| real.then(|| core::mem::replace(&mut r.talloc, Tallocr::measure(r.backend)))).collect();
+        let kept: Vec<Option<Tallocr<'static>>> = self.backends.iter_mut().map(|r| r.start_measure(real)).collect();
         self.phase = Phase::Measuring;
         let mut call = self.begin_call();
         self.split(graph, copies, &mut call, func);
@@ -216,42 +216,17 @@ impl Sched {
         // Room for the computes that follow: the table of a graph as large
         // (with the input copies and other tensors this one had) and the
         // placement's state over it, so that they allocate nothing.
-        let next = self.st.sizing.first_attempt(graph.n_nodes() + graph.n_leafs());
-        let (slots, tensors) = self.st.table.reserve_for(&next);
-        self.galloc.reserve(slots, tensors, &mut self.st.reuse);
+        let tensors = self.st.reserve_for(&mut self.galloc, graph.n_nodes() + graph.n_leafs());
+        // (each backend's buffer sized for the split: fit.rs)
         for ((r, measured), old) in self.backends.iter_mut().zip(sizes).zip(kept) {
-            let Some(old) = old else {
-                // Exactly the measured size, as the original (programs print
-                // it); the first compute checks the fit (fit.rs).
-                r.talloc = Tallocr::with_buffer_of(r.backend, measured, func);
-                r.buffer_size = measured;
-                r.reached = 0;
-                continue;
-            };
-            // As the original, which measured again with the real
-            // allocators: the most this buffer held since it was made (the
-            // caller's allocations and the splits placed there), and the
-            // graph on top of the inputs the caller allocated in it.
-            let held = r.retired.iter().map(Tallocr::max_size).fold(old.max_size().max(r.reached), usize::max);
-            let mut size = fit::occupied(&old, &self.st, &call.live).saturating_add(measured).max(held);
-            if grow_only {
-                size = size.max(r.buffer_size);
-            }
-            if size == r.buffer_size {
-                r.talloc = old; // the same buffer again (the measure allocator goes)
-                continue;
-            }
-            drop(old); // (before the new buffer is allocated)
-            r.talloc = Tallocr::with_buffer_of(r.backend, size, func);
-            r.buffer_size = size;
-            r.reached = 0;
+            r.end_measure(old, measured, self.st.inputs(), &call.live, grow_only, func);
         }
-        self.backends.iter_mut().for_each(|r| r.retired.clear());
+        self.backends.iter_mut().for_each(BackendRecord::forget_retired);
         self.phase = Phase::Ready;
         self.repeats = true;
         self.finish(call);
         // (the call's memory is back in its rooms only now)
-        let patches = self.st.plan.patches.len();
+        let patches = self.st.plan().patches.len();
         self.rooms.reserve(tensors, patches + patches / 4);
     }
 
@@ -260,10 +235,7 @@ impl Sched {
     pub fn reset(&mut self) {
         self.backends.iter().for_each(BackendRecord::reset_allocators);
         self.user.clear(0);
-        self.st.clear_split();
-        self.st.table.release();
-        self.galloc.release(&mut self.st.reuse);
-        self.st.reuse.release();
+        self.st.release(&mut self.galloc);
         self.rooms.release();
         self.clear_stats();
     }
@@ -272,8 +244,8 @@ impl Sched {
     /// and per backend. The one place they are reset (each compute, measure
     /// and reset).
     fn clear_stats(&mut self) {
-        self.st.runs.iter_mut().for_each(|r| *r = SplitStats::default());
-        self.backends.iter_mut().for_each(|r| r.stats = BackendStats::default());
+        self.st.clear_runs();
+        self.backends.iter_mut().for_each(|r| *r.stats_mut() = BackendStats::default());
     }
 
     pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>) {
@@ -287,23 +259,23 @@ impl Sched {
     }
 
     pub fn n_splits(&self) -> usize {
-        self.st.plan.splits.len()
+        self.st.plan().splits.len()
     }
 
     pub fn backend(&self, i: usize) -> Option<BackendRef<'static>> {
-        self.backends.get(i).map(|r| r.backend)
+        self.backends.get(i).map(BackendRecord::backend)
     }
 
     /// The backend `node` was assigned to in the last split graph.
     pub fn tensor_backend(&self, node: TensorRef) -> Option<BackendRef<'static>> {
-        let slot = self.st.table.find(node.id())?;
-        self.st.table.info[slot].assign.map(|a| self.backends[a].backend)
+        let slot = self.st.table().find(node.id())?;
+        self.st.assignment(slot).map(|a| self.backends[a].backend())
     }
 
     /// Size of the compute buffer for `backend`; 0 before the first measure
     /// (ggml-alloc's 1-byte placeholder is not a compute buffer).
     pub fn buffer_size(&self, backend: BackendRef, func: &str) -> usize {
-        let talloc = &self.backends[self.index_of(backend, func)].talloc;
+        let talloc = self.backends[self.index_of(backend, func)].talloc();
         if self.phase != Phase::Ready {
             return 0;
         }
@@ -312,13 +284,12 @@ impl Sched {
 
     /// (backend, i_start, i_end, n_inputs, stats) of split `i` of the last split graph.
     pub fn split_info(&self, i: usize) -> Option<(BackendRef<'static>, usize, usize, usize, SplitStats)> {
-        let s = self.st.plan.splits.get(i)?;
-        let stats = self.st.runs.get(i).copied().unwrap_or_default();
-        Some((self.backends[s.backend].backend, s.i_start, s.i_end, s.inputs.len(), stats))
+        let s = self.st.plan().splits.get(i)?;
+        Some((self.backends[s.backend].backend(), s.i_start, s.i_end, s.inputs.len(), self.st.run(i)))
     }
 
     pub fn backend_stats(&self, backend: BackendRef) -> Option<BackendStats> {
-        self.backends.iter().find(|r| r.backend == backend).map(|r| r.stats)
+        self.backends.iter().find(|r| r.backend() == backend).map(BackendRecord::stats)
     }
 
     /// The start of a call on a graph: its handles and redirections,
@@ -330,8 +301,7 @@ impl Sched {
     /// The end of a call: give the graph its sources back, keep the call's
     /// memory, reset the allocators, drop the user's assignments.
     fn finish(&mut self, call: CallState) {
-        call.redirected.end(&mut self.rooms.redirected);
-        call.live.end(&mut self.rooms.live);
+        self.rooms.put(call.live, call.redirected);
         self.backends.iter().for_each(BackendRecord::reset_allocators);
         self.user.clear(0);
     }
@@ -342,29 +312,29 @@ impl Sched {
 
     /// Copy the inputs of split `k` to its backend; returns the bytes copied.
     fn copy_inputs(&self, k: usize, live: &Live, func: &str) -> usize {
-        let split = &self.st.plan.splits[k];
-        let backend = self.backends[split.backend].backend;
+        let split = &self.st.plan().splits[k];
+        let backend = self.backends[split.backend].backend();
         split.inputs.clone().map(|i| self.copy_input(i, backend, live, func)).sum()
     }
 
     /// Split `k`'s inputs were copied (`bytes`) from `from` to `to` (clock readings).
     fn record_copies(&mut self, k: usize, bytes: usize, from: u64, to: u64) {
-        let split = &self.st.plan.splits[k];
-        let stats = &mut self.backends[split.backend].stats;
+        let split = &self.st.plan().splits[k];
+        let stats = self.backends.get_mut(split.backend).stats_mut();
         stats.n_splits += 1;
         stats.n_copies += split.inputs.len() as u32;
         stats.bytes_copied += bytes;
         if !split.inputs.is_empty() {
             stats.copy_ns += nanos(from, to);
         }
-        self.st.runs[k].bytes_copied = bytes;
+        self.st.record_copied(k, bytes);
     }
 
     /// Compute split `k` on its backend (observed by the evaluation
     /// callback, if set). Returns false when the callback asked to stop.
     fn compute_split(&self, k: usize, graph: GraphRef) -> bool {
-        let split = &self.st.plan.splits[k];
-        let backend = self.backends[split.backend].backend;
+        let split = &self.st.plan().splits[k];
+        let backend = self.backends[split.backend].backend();
         let view = graph.view(split.i_start, split.i_end);
         match self.eval_callback {
             None => {
@@ -377,20 +347,20 @@ impl Sched {
 
     /// Split `k` was computed from `from` to `to` (clock readings).
     fn record_compute(&mut self, k: usize, from: u64, to: u64) {
-        self.backends[self.st.plan.splits[k].backend].stats.compute_ns += nanos(from, to);
+        self.backends.get_mut(self.st.plan().splits[k].backend).stats_mut().compute_ns += nanos(from, to);
     }
 
     /// Copy split input `i` to its copy on `backend`; returns the bytes copied.
     fn copy_input(&self, i: usize, backend: BackendRef, live: &Live, func: &str) -> usize {
-        let (input_slot, copy) = self.st.plan.inputs[i];
+        let (input_slot, copy) = self.st.plan().inputs[i];
         let input = live.get(input_slot);
-        let copy = live.get(self.st.copy_slots[copy.index()]);
+        let copy = live.get(self.st.copy_slots()[copy.index()]);
         if input.buffer().is_null() {
             if let Some(view_src) = input.view_src() {
                 // A view not initialised yet (as the original does it).
                 input.init_view_from_src(view_src);
                 if let Some(owner) = tensor_backend(input) {
-                    self.backends[self.index_of(owner, func)].talloc.buffer().init_tensor(input);
+                    self.backends[self.index_of(owner, func)].talloc().buffer().init_tensor(input);
                 }
             }
         }
@@ -450,14 +420,14 @@ impl Sched {
         let keep = reused || self.repeats;
         self.repeats = reused;
         if reused {
-            let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
-            if self.galloc.still_holds(&self.st.table, &call.live, &arenas, &self.st.reuse) {
+            let arenas = self.backends.arenas(self.st.inputs(), &call.live);
+            if self.st.placement_holds(&self.galloc, &call.live, &arenas) {
                 self.galloc.apply(&call.live, &arenas, func);
                 self.note_reached();
                 return Ok(());
             }
         }
-        self.grown.fill(false);
+        self.backends.start_placement();
         // A grown buffer starts empty: the caller's inputs stay in the old
         // one, where the plan no longer computes in place in their memory,
         // so the need can rise once after the first growth (found by the
@@ -466,46 +436,44 @@ impl Sched {
         // margin, and past it the compute stops with a message.
         let rounds = 4 * self.backends.len() + 4;
         for _ in 0..rounds {
-            let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
-            let st = &mut self.st;
-            let Err(TooSmall(b)) =
-                self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep }, &mut st.reuse, func)
-            else {
+            let arenas = self.backends.arenas(self.st.inputs(), &call.live);
+            let Err(TooSmall(b)) = self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Real { keep }, func) else {
                 self.galloc.apply(&call.live, &arenas, func);
                 self.galloc.clear();
                 self.note_reached();
                 return Ok(());
             };
-            let endless = self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func);
+            let endless = self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Endless, func);
             assert!(endless.is_ok(), "an endless buffer fits any split");
             let need = self.galloc.max()[b.get()];
             let have = arenas.specs[b.get()].size;
-            let r = &mut self.backends[b];
+            let backend = self.backends[b].backend();
             if self.debug {
                 crate::platform::errln!(
                     "wsp_ggml_backend_sched: the split needs {need} bytes of the compute buffer of '{}' ({have} bytes)",
-                    r.backend.name_lossy()
+                    backend.name_lossy()
                 );
             }
-            let grown = r.grow(need, self.grown[b.get()], self.debug);
-            if grown.is_ok() {
-                self.grown[b.get()] = true;
-            } else if !self.user.is_empty() {
-                if self.debug {
-                    crate::platform::errln!(
+            match self.backends.grow(b, need, self.debug) {
+                Ok(()) => {} // (planned again in the larger buffer)
+                Err(_) if !self.user.is_empty() => {
+                    if self.debug {
+                        crate::platform::errln!(
                         "wsp_ggml_backend_sched: '{}' cannot allocate a larger compute buffer: set_node_backend is not applied in this compute",
-                        r.backend.name_lossy()
+                        backend.name_lossy()
                     );
+                    }
+                    return Err(NeedsFallback);
                 }
-                return Err(NeedsFallback);
-            } else if let Err(OutOfMemory(size)) = grown {
-                if self.debug {
-                    crate::platform::errln!(
+                Err(OutOfMemory(size)) => {
+                    if self.debug {
+                        crate::platform::errln!(
                         "wsp_ggml_backend_sched: this graph needs a compute buffer of {need} bytes on backend '{}' (it has {have}), and the backend could not allocate one",
-                        r.backend.name_lossy()
+                        backend.name_lossy()
                     );
+                    }
+                    crate::platform::out_of_memory(func, size);
                 }
-                crate::platform::out_of_memory(func, size);
             }
         }
         fatal(func, &format!("the compute buffers still do not fit this graph after growing {rounds} times"));
@@ -515,36 +483,35 @@ impl Sched {
     /// buffer: ggml-alloc's `max_size` counts the scheduler's allocations
     /// as well as the caller's, and a measure again sizes by it.
     fn note_reached(&mut self) {
-        self.backends.iter_mut().zip(self.galloc.max()).for_each(|(r, &m)| r.reached = r.reached.max(m));
+        self.backends.iter_mut().zip(self.galloc.max()).for_each(|(r, &m)| r.note_reached(m));
     }
 
     /// The measure of the split just made: how far into each measure
     /// allocator's buffer it goes (as `wsp_ggml_tallocr_max_size` would say
     /// after ggml-alloc allocated it). Nothing is placed.
     fn measure_split(&mut self, call: &mut CallState, func: &str) -> Vec<usize> {
-        let arenas = fit::arenas(&self.backends, &self.st, &call.live, &mut self.arena_specs);
-        let st = &mut self.st;
-        if self.galloc.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut st.reuse, func).is_err() {
+        let arenas = self.backends.arenas(self.st.inputs(), &call.live);
+        if self.st.plan_placement(&mut self.galloc, &mut call.live, &arenas, Ends::Endless, func).is_err() {
             unreachable!("an endless buffer fits any split");
         }
         self.galloc.clear();
-        self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc.max_size())).collect()
+        self.backends.iter().zip(self.galloc.max()).map(|(r, &m)| m.max(r.talloc().max_size())).collect()
     }
 
     /// Print the assignments and splits of the last split (where messages go: platform.rs).
     fn print_assignments(&self, graph: GraphRef, live: &Live) {
         use core::fmt::Write;
         let st = &self.st;
-        let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].backend.name_lossy());
+        let name = |a: Option<BackendIdx>| a.map_or_else(|| "NULL".to_string(), |a| self.backends[a].backend().name_lossy());
         // (one line, one write; a long listing never sits whole in memory)
         let mut out = String::new();
         let flush = |out: &mut String| crate::platform::info_text(out);
         let mut k = 0;
         for i in 0..graph.n_nodes() {
-            if k < st.plan.splits.len() && i == st.plan.splits[k].i_start {
-                let s = &st.plan.splits[k];
+            if k < st.plan().splits.len() && i == st.plan().splits[k].i_start {
+                let s = &st.plan().splits[k];
                 let _ = write!(out, "\n## SPLIT #{k}: {} # {} inputs:", name(Some(s.backend)), s.inputs.len());
-                for &(slot, _) in &st.plan.inputs[s.inputs.clone()] {
+                for &(slot, _) in &st.plan().inputs[s.inputs.clone()] {
                     let t = live.get(slot);
                     let _ = write!(out, " [{} ({} bytes)]", t.name_lossy(), t.nbytes());
                 }
@@ -556,10 +523,10 @@ impl Sched {
             if node.is_view_op() {
                 continue;
             }
-            let show = |t: TensorRef| match st.table.find(t.id()) {
+            let show = |t: TensorRef| match st.table().find(t.id()) {
                 Some(s) => {
-                    let info = st.table.info[s];
-                    format!("{} [{} {:?}]", t.name_lossy(), name(info.assign), info.rule)
+                    let (assign, rule) = st.decision(s);
+                    format!("{} [{} {:?}]", t.name_lossy(), name(assign), rule)
                 }
                 None => format!("{} [NULL]", t.name_lossy()),
             };
@@ -584,8 +551,9 @@ struct CallState<'c> {
 
 impl<'c> CallState<'c> {
     /// No handle, nothing redirected, in the memory of `rooms`.
-    fn new(rooms: &mut state::Rooms) -> Self {
-        CallState { live: Live::new(&mut rooms.live), redirected: Redirections::new(&mut rooms.redirected) }
+    fn new(rooms: &mut Rooms) -> Self {
+        let (live, redirected) = rooms.take();
+        CallState { live, redirected }
     }
 }
 
@@ -606,11 +574,8 @@ fn make_split<'c>(
     attempt: &Attempt,
     func: &str,
 ) -> Result<bool, Retry> {
-    Registrar { st, live: &mut call.live, backends, user }.index_graph(graph, attempt, func)?;
-    let planned = {
-        let mut probe = CProbe::new(&call.live, backends, &mut st.reuse);
-        plan::plan_split(&mut probe, &mut st.table.info, &st.graph, &st.user_slots, &mut st.plan, settings)
-    };
+    st.snapshot(graph, &mut call.live, backends, user, attempt, func)?;
+    let planned = st.plan_split(&call.live, backends, settings);
     let (notes, planned) = match planned {
         Ok(p) => (p.notes, Ok(p.lenient)),
         Err((refusal, notes)) => (notes, Err(refusal)),
@@ -620,7 +585,7 @@ fn make_split<'c>(
     }
     let lenient = planned.unwrap_or_else(|Refusal(why)| fatal(func, &why));
     st.make_copies(backends, copies, &mut call.live)?;
-    call.redirected.apply(&st.plan.patches, &st.graph.srcs, &st.copy_slots, &call.live);
+    st.redirect(&mut call.redirected, &call.live);
     st.build_order(&call.live);
     st.size_runs();
     Ok(lenient)
@@ -631,31 +596,28 @@ impl Sched {
     /// the last split when the graph and everything it depends on are
     /// unchanged.
     fn split<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, func: &str) -> Split {
-        let backends = &self.refs[..];
+        let backends = self.backends.refs();
         // (the same graph at the same addresses, or built again elsewhere)
         let reused = self.user.is_empty()
             && (self.st.still_valid(backends, graph, &mut call.live) || self.st.still_valid_moved(backends, graph, copies, &mut call.live));
         if reused {
-            for c in 0..self.st.plan.copy_of.len() {
-                let copy = refresh_copy(backends, &self.st, copies, &call.live, c);
-                call.live.set(self.st.copy_slots[c], copy);
-            }
-            call.redirected.apply(&self.st.plan.patches, &self.st.graph.srcs, &self.st.copy_slots, &call.live);
+            self.st.refresh_copies(backends, copies, &mut call.live);
+            self.st.redirect(&mut call.redirected, &call.live);
             self.st.size_runs();
         } else {
             let listed = graph.n_nodes() + graph.n_leafs();
-            let mut attempt = self.st.sizing.first_attempt(listed);
-            let settings = Settings { accepts_all: &self.accepts_all, debug: self.debug, measuring: self.phase == Phase::Measuring };
+            let mut attempt = self.st.first_attempt(listed);
+            let settings =
+                Settings { accepts_all: self.backends.accepts_all(), debug: self.debug, measuring: self.phase == Phase::Measuring };
             let lenient = loop {
                 match make_split(&mut self.st, call, copies, backends, settings, &self.user, graph, &attempt, func) {
                     Ok(lenient) => break lenient,
-                    Err(why) => attempt.retry(why, &self.st.table),
+                    Err(why) => self.st.retry(&mut attempt, why),
                 }
                 call.redirected.unpatch();
             };
-            self.st.sizing.split_made(&self.st.table, listed);
+            self.st.split_made(listed, Standing::of_split(!self.user.is_empty(), lenient));
             self.splits_made += 1;
-            self.st.reuse.standing = Standing::of_split(!self.user.is_empty(), lenient);
         }
         if self.debug {
             self.print_assignments(graph, &call.live);

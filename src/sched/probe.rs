@@ -13,10 +13,9 @@ use crate::prelude::*;
 
 use super::ids::{BackendIdx, Loc, Slot, SlotId};
 use super::live::Live;
-use super::plan::{NodeInfo, Probe, Questions, SlotInfo};
+use super::plan::{GraphSlots, NodeInfo, Probe, Questions, SlotInfo};
 use super::record::{Record, Via};
-use super::state::State;
-use super::table::{flags_of, Attempt, Full};
+use super::table::{flags_of, Full, Table};
 use crate::fatal::fatal;
 use crate::ggml::{self, GraphRef, TensorRef};
 use crate::handle::{BackendRef, BufferRef};
@@ -75,8 +74,15 @@ impl Probe for CProbe<'_, '_> {
 
 /// The logged questions asked again, of the tensors in `table` now.
 pub(super) struct Again<'a, 'c> {
-    pub live: &'a Live<'c>,
-    pub backends: &'a [BackendRef<'a>],
+    live: &'a Live<'c>,
+    backends: &'a [BackendRef<'a>],
+}
+
+impl<'a, 'c> Again<'a, 'c> {
+    /// Asking the tensors of `live`, the scheduler's `backends`.
+    pub fn new(live: &'a Live<'c>, backends: &'a [BackendRef<'a>]) -> Self {
+        Again { live, backends }
+    }
 }
 
 impl Questions for Again<'_, '_> {
@@ -89,27 +95,43 @@ impl Questions for Again<'_, '_> {
     }
 }
 
-/// The snapshot: registers the graph's tensors in the split's table.
+/// The snapshot: registers the graph's tensors in the split's table
+/// (empty), its structure in slots (`graph`), the `set_node_backend`
+/// assignments by slot and how the unlisted tensors were reached (in the
+/// split's log); the parts of a split (state.rs) that registration writes.
 pub(super) struct Registrar<'a, 'c> {
-    pub st: &'a mut State,
+    table: &'a mut Table,
+    graph: &'a mut GraphSlots,
+    /// `set_node_backend` assignments by slot (`State::user_slots`).
+    user_slots: &'a mut PtrMap,
+    log: &'a mut Record,
     /// The handles of the slots registered.
-    pub live: &'a mut Live<'c>,
-    pub backends: &'a [BackendRef<'a>],
+    live: &'a mut Live<'c>,
+    backends: &'a [BackendRef<'a>],
     /// `set_node_backend` assignments by tensor address: resolved to the
-    /// slots of the tensors registered (`State::user_slots`).
-    pub user: &'a PtrMap,
+    /// slots of the tensors registered.
+    user: &'a PtrMap,
 }
 
-impl<'c> Registrar<'_, 'c> {
-    /// Clear the tables and register every leaf, node, source and view source.
-    pub(super) fn index_graph(&mut self, graph: GraphRef<'c>, attempt: &Attempt, func: &str) -> Result<(), Full> {
-        let st = &mut self.st;
-        st.table.clear_for(attempt);
-        self.live.reset(0);
-        self.live.reserve(st.table.capacity());
-        st.clear_split();
-        st.graph.leafs.reserve_exact(graph.n_leafs());
-        st.graph.nodes.reserve_exact(graph.n_nodes());
+impl<'a, 'c> Registrar<'a, 'c> {
+    /// A registration of a split's tensors into its parts, all empty (the
+    /// split's own to clear, state.rs).
+    pub fn new(
+        table: &'a mut Table,
+        graph: &'a mut GraphSlots,
+        user_slots: &'a mut PtrMap,
+        log: &'a mut Record,
+        live: &'a mut Live<'c>,
+        backends: &'a [BackendRef<'a>],
+        user: &'a PtrMap,
+    ) -> Self {
+        Registrar { table, graph, user_slots, log, live, backends, user }
+    }
+
+    /// Register every leaf, node, source and view source.
+    pub(super) fn index_graph(&mut self, graph: GraphRef<'c>, func: &str) -> Result<(), Full> {
+        self.graph.leafs.reserve_exact(graph.n_leafs());
+        self.graph.nodes.reserve_exact(graph.n_nodes());
 
         // (A NULL entry would put the splits' views of the node array out of
         // step with our node list.)
@@ -120,7 +142,7 @@ impl<'c> Registrar<'_, 'c> {
                 Some(v) => Some(self.register(v, Via::ViewSrc { of: slot })?),
                 None => None,
             };
-            self.st.graph.leafs.push((slot, vsrc.map(SlotId::from)));
+            self.graph.leafs.push((slot, vsrc.map(SlotId::from)));
         }
         // The node before: ggml builds a graph op by op, so a node's source
         // is most often the node just before it, found without hashing.
@@ -133,14 +155,14 @@ impl<'c> Registrar<'_, 'c> {
                     Some((t, s)) if t == src => s,
                     _ => self.register(src, Via::Src { of: slot, j: j as u8 })?,
                 };
-                self.st.graph.srcs.push(s);
+                self.graph.srcs.push(s);
             }
             last = Some((node, slot));
             let vsrc = match node.view_src() {
                 Some(v) => Some(self.register(v, Via::ViewSrc { of: slot })?),
                 None => None,
             };
-            self.st.graph.nodes.push(NodeInfo { slot, vsrc: vsrc.map(SlotId::from), srcs_end: self.st.graph.srcs.len() as u32 });
+            self.graph.nodes.push(NodeInfo { slot, vsrc: vsrc.map(SlotId::from), srcs_end: self.graph.srcs.len() as u32 });
         }
         // (the vectors keep their capacity: a graph no larger than one
         // registered since the last measure allocates nothing)
@@ -154,7 +176,7 @@ impl<'c> Registrar<'_, 'c> {
     /// check its location).
     #[inline(always)]
     fn register(&mut self, t: TensorRef<'c>, via: Via) -> Result<Slot, Full> {
-        let (slot, new) = self.st.table.insert(t.id())?;
+        let (slot, new) = self.table.insert(t.id())?;
         if new {
             self.register_new(slot, t, via)?;
         }
@@ -165,7 +187,7 @@ impl<'c> Registrar<'_, 'c> {
     /// first sight, so all of it inline.
     #[inline(always)]
     fn register_listed(&mut self, t: TensorRef<'c>) -> Result<Slot, Full> {
-        let (slot, new) = self.st.table.insert(t.id())?;
+        let (slot, new) = self.table.insert(t.id())?;
         if new {
             self.describe(slot, t, None);
             if t.view_src_id().is_none() {
@@ -188,8 +210,8 @@ impl<'c> Registrar<'_, 'c> {
     fn register_view_chain(&mut self, slot: Slot, t: TensorRef<'c>) -> Result<(), Full> {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
-            let (s, new) = self.st.table.insert(v.id())?;
-            self.st.table.info[at].vsrc = Some(s.into());
+            let (s, new) = self.table.insert(v.id())?;
+            self.table.set_view_src(at, s);
             if !new {
                 break;
             }
@@ -204,14 +226,14 @@ impl<'c> Registrar<'_, 'c> {
     fn describe(&mut self, slot: Slot, t: TensorRef<'c>, via: Option<Via>) {
         // (the view source's slot is set when it is registered)
         self.live.set_new(slot, t);
-        self.st.table.info[slot] = SlotInfo::registered(locate(self.backends, t), flags_of(t));
+        self.table.describe(slot, SlotInfo::registered(locate(self.backends, t), flags_of(t)));
         if !self.user.is_empty() {
             if let Some(b) = self.user.get(t.id().addr() as u64) {
-                self.st.user_slots.insert(slot.key(), b);
+                self.user_slots.insert(slot.key(), b);
             }
         }
         if let Some(via) = via {
-            self.st.reuse.unlisted.push((slot, via));
+            self.log.unlisted.push((slot, via));
         }
     }
 }

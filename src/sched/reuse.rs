@@ -2,7 +2,7 @@
 //!
 //! Programs compute the same graph again and again, or rebuild an identical
 //! one in a reused context buffer (so at the same addresses), or in a fresh
-//! context (elsewhere: [`State::still_valid_moved`], which walks the
+//! context (elsewhere: [`still_valid_moved`], which walks the
 //! registration again over the kept slots). The
 //! original assigns and splits every time; we check instead that everything
 //! the passes read is unchanged, and keep their result if so. The check is
@@ -35,12 +35,13 @@
 
 use super::ids::{PackedLoc, Slot, SlotId};
 use super::live::Live;
+use super::plan::GraphSlots;
 use super::probe::{locate, Again};
-use super::record::{Standing, Via};
-use super::state::State;
+use super::record::{Record, Standing, Via};
 use super::table::{flags_of, Table};
 use crate::ggml::{GraphRef, HeapTensors, TensorRef};
 use crate::handle::BackendRef;
+use crate::ptrmap::PtrMap;
 
 /// [`locate`] for many tensors in a row: a buffer or two hold most of a
 /// graph's tensors, so the last buffer's answer is remembered.
@@ -80,7 +81,7 @@ impl Reread<'_> {
         if self.table.key(slot) != Some(t.id()) {
             return false;
         }
-        let info = &self.table.info[slot];
+        let info = self.table.info(slot);
         let same_vsrc = match info.vsrc {
             None => t.view_src_id().is_none(),
             Some(v) => t.view_src_id() == self.table.key(v.slot()),
@@ -89,65 +90,70 @@ impl Reread<'_> {
     }
 }
 
-impl State {
-    /// Whether the last split holds for `graph` as it is now (`backends`:
-    /// the scheduler's, in order).
-    // (out of line: inlined into Sched::split, the same loops measured
-    // some 24,000 instructions more on a 6000-node graph)
-    /// Every tensor found the same gets its handle in `live` (reset here).
-    #[inline(never)]
-    pub(super) fn still_valid<'c>(&self, backends: &[BackendRef], graph: GraphRef<'c>, live: &mut Live<'c>) -> bool {
-        let st = self;
-        if st.reuse.standing != Standing::Reusable || graph.n_nodes() != st.graph.nodes.len() || graph.n_leafs() != st.graph.leafs.len() {
-            return false;
-        }
-        let table = &st.table;
-        // (a graph built again elsewhere differs at its first node: seen
-        // before its leafs are walked, which may be the same weights)
-        if graph.node_entry(0).map(TensorRef::id) != st.graph.nodes.first().and_then(|n| table.key(n.slot)) {
-            return false;
-        }
-        live.reset(table.size());
-        let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
-        for (leaf, &(slot, _)) in graph.leaf_entries().zip(&st.graph.leafs) {
-            match leaf {
-                Some(t) if reread.same(t, slot) => live.set(slot, t),
-                _ => return false,
-            }
-        }
-        let mut start = 0;
-        for (node, n) in graph.node_entries().zip(&st.graph.nodes) {
-            let Some(t) = node else {
-                return false;
-            };
-            let end = n.srcs_end as usize;
-            let srcs = &st.graph.srcs[start..end];
-            // (the same sources: the registered ones, then NULL)
-            let mut k = 0;
-            for (j, p) in t.srcs() {
-                match srcs.get(j) {
-                    Some(&s) if table.key(s) == Some(p.id()) => {}
-                    _ => return false,
-                }
-                k += 1;
-            }
-            if k != srcs.len() || !reread.same(t, n.slot) {
-                return false;
-            }
-            live.set(n.slot, t);
-            start = end;
-        }
-        // Each unlisted tensor, found again the way registration reached
-        // it: through a leaf or node found above, or an unlisted tensor
-        // before it (registration's order).
-        for &(slot, via) in &st.reuse.unlisted {
-            match via.follow(live) {
-                Some(t) if reread.same(t, slot) => live.set(slot, t),
-                _ => return false,
-            }
-        }
-        st.reuse.answers_hold(&mut Again { live, backends })
+/// Whether the last split, registered in `table` and `slots` and logged in
+/// `log`, holds for `graph` as it is now (`backends`: the scheduler's, in
+/// order). Every tensor found the same gets its handle in `live` (reset
+/// here).
+// (inlined into its one caller, `State::still_valid`, which stays out of
+// line: the loops then read the split's parts through one pointer, as
+// they measured cheapest)
+#[inline(always)]
+pub(super) fn still_valid<'c>(
+    table: &Table,
+    slots: &GraphSlots,
+    log: &Record,
+    backends: &[BackendRef],
+    graph: GraphRef<'c>,
+    live: &mut Live<'c>,
+) -> bool {
+    if log.standing != Standing::Reusable || graph.n_nodes() != slots.nodes.len() || graph.n_leafs() != slots.leafs.len() {
+        return false;
     }
+    // (a graph built again elsewhere differs at its first node: seen
+    // before its leafs are walked, which may be the same weights)
+    if graph.node_entry(0).map(TensorRef::id) != slots.nodes.first().and_then(|n| table.key(n.slot)) {
+        return false;
+    }
+    live.reset(table.size());
+    let mut reread = Reread { table, locator: Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() } };
+    for (leaf, &(slot, _)) in graph.leaf_entries().zip(&slots.leafs) {
+        match leaf {
+            Some(t) if reread.same(t, slot) => live.set(slot, t),
+            _ => return false,
+        }
+    }
+    let mut start = 0;
+    for (node, n) in graph.node_entries().zip(&slots.nodes) {
+        let Some(t) = node else {
+            return false;
+        };
+        let end = n.srcs_end as usize;
+        let srcs = &slots.srcs[start..end];
+        // (the same sources: the registered ones, then NULL)
+        let mut k = 0;
+        for (j, p) in t.srcs() {
+            match srcs.get(j) {
+                Some(&s) if table.key(s) == Some(p.id()) => {}
+                _ => return false,
+            }
+            k += 1;
+        }
+        if k != srcs.len() || !reread.same(t, n.slot) {
+            return false;
+        }
+        live.set(n.slot, t);
+        start = end;
+    }
+    // Each unlisted tensor, found again the way registration reached
+    // it: through a leaf or node found above, or an unlisted tensor
+    // before it (registration's order).
+    for &(slot, via) in &log.unlisted {
+        match via.follow(live) {
+            Some(t) if reread.same(t, slot) => live.set(slot, t),
+            _ => return false,
+        }
+    }
+    log.answers_hold(&mut Again::new(live, backends))
 }
 
 impl Via {
@@ -197,13 +203,13 @@ impl<'c> Rekey<'_, 'c> {
     /// Whether `t`, in `slot`, views nothing now as then.
     #[inline(always)]
     fn no_views(&self, slot: Slot, t: TensorRef) -> bool {
-        t.view_src_id().is_none() && self.table.info[slot].vsrc.is_none()
+        t.view_src_id().is_none() && self.table.info(slot).vsrc.is_none()
     }
 
     /// As the registrar's `describe`: what it wrote of a new tensor.
     #[inline(always)]
     fn same_facts(&mut self, slot: Slot, t: TensorRef, listed: bool) -> bool {
-        let info = &self.table.info[slot];
+        let info = self.table.info(slot);
         if info.flags != flags_of(t) || info.packed_loc != self.locator.locate(t) {
             return false;
         }
@@ -221,7 +227,7 @@ impl<'c> Rekey<'_, 'c> {
     fn view_chain(&mut self, slot: Slot, t: TensorRef<'c>) -> bool {
         let (mut at, mut next) = (slot, t.view_src());
         while let Some(v) = next {
-            let Some(s) = self.table.info[at].view_src() else {
+            let Some(s) = self.table.info(at).view_src() else {
                 return false;
             };
             match self.table.rekey(v.id()) {
@@ -239,7 +245,7 @@ impl<'c> Rekey<'_, 'c> {
             (at, next) = (s, v.view_src());
         }
         // (a view source registered then, none now)
-        self.table.info[at].view_src().is_none()
+        self.table.info(at).view_src().is_none()
     }
 
     /// The view source of a leaf or node: registered as `vsrc` (None: none).
@@ -253,93 +259,97 @@ impl<'c> Rekey<'_, 'c> {
     }
 }
 
-impl State {
-    /// Whether the last split holds for `graph` built again at other
-    /// addresses (a client's graph in a fresh context): the same graph,
-    /// tensor for tensor, as its registration reads it, with the same
-    /// answers to every logged question. Then the table holds `graph`'s
-    /// tensors in the same slots, with the same facts (and the split's
-    /// plan and copies, made from exactly these, hold: the input copies
-    /// are registered again after the graph, in their slots), and the
-    /// split is reused as in [`State::still_valid`]. Otherwise the table
-    /// is left for a new split, which clears it. (The passes are a
-    /// function of the registration's snapshot, in slots, and of the
-    /// logged answers: registration numbers the slots in the order it
-    /// meets the tensors, so a graph of the same structure gets the same
-    /// slots wherever it lies.)
-    ///
-    /// Every tensor re-keyed gets its handle in `live` (reset here); the
-    /// input copies are found by identity in `copies`.
-    #[inline(never)]
-    pub(super) fn still_valid_moved<'c>(
-        &mut self,
-        backends: &[BackendRef],
-        graph: GraphRef<'c>,
-        copies: &HeapTensors,
-        live: &mut Live<'c>,
-    ) -> bool {
-        if self.reuse.standing != Standing::Reusable
-            || graph.n_nodes() != self.graph.nodes.len()
-            || graph.n_leafs() != self.graph.leafs.len()
-            || !self.user_slots.is_empty()
-        {
+/// Whether the last split holds for `graph` built again at other
+/// addresses (a client's graph in a fresh context): the same graph,
+/// tensor for tensor, as its registration reads it, with the same
+/// answers to every logged question. Then the table holds `graph`'s
+/// tensors in the same slots, with the same facts (and the split's
+/// plan and copies, made from exactly these, hold: the input copies
+/// are registered again after the graph, in their slots), and the
+/// split is reused as in [`still_valid`]. Otherwise the table
+/// is left for a new split, which clears it. (The passes are a
+/// function of the registration's snapshot, in slots, and of the
+/// logged answers: registration numbers the slots in the order it
+/// meets the tensors, so a graph of the same structure gets the same
+/// slots wherever it lies.)
+///
+/// Every tensor re-keyed gets its handle in `live` (reset here); the
+/// input copies are found by identity in `copies`.
+// (inlined into its one caller, `State::still_valid_moved`, out of line)
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn still_valid_moved<'c>(
+    table: &mut Table,
+    slots: &GraphSlots,
+    log: &Record,
+    user_slots: &PtrMap,
+    copy_slots: &[Slot],
+    backends: &[BackendRef],
+    graph: GraphRef<'c>,
+    copies: &HeapTensors,
+    live: &mut Live<'c>,
+) -> bool {
+    if log.standing != Standing::Reusable
+        || graph.n_nodes() != slots.nodes.len()
+        || graph.n_leafs() != slots.leafs.len()
+        || !user_slots.is_empty()
+    {
+        return false;
+    }
+    // (a graph whose first node is where the last one's was is not
+    // elsewhere: still_valid judged it)
+    let first = slots.nodes.first().and_then(|n| table.key(n.slot));
+    if graph.node_entry(0).map(TensorRef::id) == first {
+        return false;
+    }
+    let n = table.start_rekey();
+    live.reset(n);
+    let locator = Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() };
+    let mut w = Rekey { table, live, locator, unlisted: &log.unlisted, met: 0 };
+    for (leaf, &(slot, vsrc)) in graph.leaf_entries().zip(&slots.leafs) {
+        match leaf {
+            Some(t) if w.register(t, slot, true) && w.vsrc(t, vsrc) => {}
+            _ => return false,
+        }
+    }
+    let mut last: Option<(TensorRef<'c>, Slot)> = None;
+    let mut k = 0;
+    for (node, n) in graph.node_entries().zip(&slots.nodes) {
+        let Some(t) = node.filter(|&t| w.register(t, n.slot, true)) else {
             return false;
-        }
-        // (a graph whose first node is where the last one's was is not
-        // elsewhere: still_valid judged it)
-        let first = self.graph.nodes.first().and_then(|n| self.table.key(n.slot));
-        if graph.node_entry(0).map(TensorRef::id) == first {
-            return false;
-        }
-        let n = self.table.start_rekey();
-        live.reset(n);
-        let locator = Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() };
-        let mut w = Rekey { table: &mut self.table, live, locator, unlisted: &self.reuse.unlisted, met: 0 };
-        for (leaf, &(slot, vsrc)) in graph.leaf_entries().zip(&self.graph.leafs) {
-            match leaf {
-                Some(t) if w.register(t, slot, true) && w.vsrc(t, vsrc) => {}
-                _ => return false,
-            }
-        }
-        let mut last: Option<(TensorRef<'c>, Slot)> = None;
-        let mut k = 0;
-        for (node, n) in graph.node_entries().zip(&self.graph.nodes) {
-            let Some(t) = node.filter(|&t| w.register(t, n.slot, true)) else {
+        };
+        let end = n.srcs_end as usize;
+        for (_, src) in t.srcs() {
+            let Some(&want) = slots.srcs.get(k).filter(|_| k < end) else {
                 return false;
             };
-            let end = n.srcs_end as usize;
-            for (_, src) in t.srcs() {
-                let Some(&want) = self.graph.srcs.get(k).filter(|_| k < end) else {
-                    return false;
-                };
-                let same = match last {
-                    Some((l, s)) if l == src => s == want,
-                    _ => w.register(src, want, false),
-                };
-                if !same {
-                    return false;
-                }
-                k += 1;
-            }
-            if k != end || !w.vsrc(t, n.vsrc) {
+            let same = match last {
+                Some((l, s)) if l == src => s == want,
+                _ => w.register(src, want, false),
+            };
+            if !same {
                 return false;
             }
-            last = Some((t, n.slot));
+            k += 1;
         }
-        if w.met != w.unlisted.len() {
+        if k != end || !w.vsrc(t, n.vsrc) {
             return false;
         }
-        // the input copies, in their slots after the graph's tensors (their
-        // handles come with the copies made again for this call)
-        for (c, &want) in self.copy_slots.iter().enumerate() {
-            match copies.id(c).and_then(|id| w.table.rekey(id)) {
-                Some((s, true)) if s == want => {}
-                _ => return false,
-            }
-        }
-        if w.table.len() != n {
-            return false;
-        }
-        self.reuse.answers_hold(&mut Again { live, backends })
+        last = Some((t, n.slot));
     }
+    if w.met != w.unlisted.len() {
+        return false;
+    }
+    // the input copies, in their slots after the graph's tensors (their
+    // handles come with the copies made again for this call)
+    for (c, &want) in copy_slots.iter().enumerate() {
+        match copies.id(c).and_then(|id| w.table.rekey(id)) {
+            Some((s, true)) if s == want => {}
+            _ => return false,
+        }
+    }
+    if w.table.len() != n {
+        return false;
+    }
+    log.answers_hold(&mut Again::new(live, backends))
 }

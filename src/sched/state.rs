@@ -1,85 +1,52 @@
-//! The scheduler's state: what one split of one graph is made of, and the
-//! `Sched` that holds it with its backends (the types the passes, the
-//! placement and the driver share; the driver is mod.rs).
+//! One split of one graph ([`State`]), with its methods in the order of
+//! its stages (snapshot, plan, apply, reuse, placement), and the `Sched`
+//! that holds a split with its backends (its methods, the driver, are
+//! mod.rs's). A split's fields are its own: what the other files need of
+//! it they get from its methods, which keep the invariants below.
 
 use crate::prelude::*;
 
-use super::galloc;
-use super::ids::{self, Rule, Slot};
-use super::live::{Live, Room};
+use super::call::{Redirections, Rooms};
+use super::fit::Backends;
+use super::galloc::{Arenas, ComputeBuffers, Ends, Galloc, TooSmall};
+use super::ids::{self, BackendIdx, Rule, Slot};
+use super::live::Live;
 use super::plan::place::Order;
-use super::plan::{CopyOf, GraphSlots, Patch, SplitPlan};
-use super::record;
-use super::table;
-use crate::ggml::{self, EvalCallback, HeapTensors, TensorRef};
+use super::plan::{self, CopyOf, GraphSlots, Planned, Refusal, Settings, SlotInfo, SplitPlan};
+use super::probe::{CProbe, Registrar};
+use super::record::{Record, Standing};
+use super::reuse;
+use super::table::{Attempt, Full, Retry, Sizing, Table};
+use crate::ggml::{self, EvalCallback, GraphRef, HeapTensors, TensorRef};
 use crate::handle::BackendRef;
 use crate::ptrmap::PtrMap;
-use crate::talloc::Tallocr;
 
-/// The graph sources a split redirects to its input copies, for one call:
-/// (node, source index, original source) of each. Dropped while they are
-/// redirected, it gives the graph its sources back: the caller's graph
-/// never keeps pointers into the scheduler's copies past the call.
-pub(super) struct Redirections<'c> {
-    applied: Vec<(TensorRef<'c>, usize, TensorRef<'c>)>,
-}
-
-impl<'c> Redirections<'c> {
-    /// None yet; the memory comes from `room`.
-    pub(super) fn new(room: &mut Room<[usize; 3]>) -> Self {
-        Redirections { applied: room.take() }
-    }
-
-    /// Give the graph its sources back and the memory to `room`.
-    pub(super) fn end(mut self, room: &mut Room<[usize; 3]>) {
-        self.unpatch();
-        room.put(core::mem::take(&mut self.applied));
-    }
-
-    /// Point the graph's sources at their input copies as `patches` says
-    /// (sources' slots in `srcs`, the tensors in `live`).
-    pub(super) fn apply(&mut self, patches: &[Patch], srcs: &[Slot], copy_slots: &[Slot], live: &Live<'c>) {
-        debug_assert!(self.applied.is_empty(), "applied once");
-        self.applied.reserve_exact(patches.len());
-        for p in patches {
-            let (node, original) = (live.get(p.node), live.get(srcs[p.k as usize]));
-            let copy = live.get(copy_slots[p.copy.index()]);
-            node.set_src(p.j, Some(copy));
-            self.applied.push((node, p.j, original));
-        }
-    }
-
-    /// Give the graph its sources back (nothing if they are not redirected).
-    pub(super) fn unpatch(&mut self) {
-        for (node, j, original) in self.applied.drain(..).rev() {
-            node.set_src(j, Some(original));
-        }
-    }
-}
-
-impl Drop for Redirections<'_> {
-    fn drop(&mut self) {
-        self.unpatch();
-    }
-}
-
-/// One split of one graph, in three stages (`make_split`, mod.rs):
+/// One split of one graph, in three stages (`make_split`, mod.rs, calls
+/// [`State::snapshot`], [`State::plan_split`], then the apply methods):
 /// - **snapshot** (probe.rs, `Registrar`): every tensor the passes or the
 ///   allocation touch gets a table slot, with what the passes read of it
-///   (`table.info`: location, flags, view source); `graph` gives the
+///   (`Table::info`: location, flags, view source); `graph` gives the
 ///   graph's structure in slots;
 /// - **plan** (the passes, sched/plan, sealed from C: they ask the rest
-///   through a `Probe`, whose C implementation logs the answers in `reuse`): a backend and rule per slot (`table.info`) and
+///   through a `Probe`, whose C implementation logs the answers in
+///   `reuse`): a backend and rule per slot of the graph (`Table::info`) and
 ///   `plan`: the splits, their inputs, the copies they need and the graph
 ///   sources to redirect;
-/// - **apply** (here): the copies made (`copies`), the sources patched, the
-///   allocation's walk (`order`) built, split views (`runs`)
-///   computed; the placement (galloc.rs) follows, and after the compute the
-///   patches are undone.
+/// - **apply** (here): the copies made and registered (`copy_slots`),
+///   the allocation's walk (`order`) built, the
+///   splits' statistics (`runs`) sized; the sources are patched for the
+///   call (`Redirections`), the placement (galloc.rs) follows, and after
+///   the compute the patches are undone.
+///
+/// Each stage writes only its own part: what registration read is written
+/// by registration only, nothing writes the plan afterwards, and applying
+/// it produces its own values (an input copy's backend and rule are its
+/// copy's in the plan: [`State::decision`] is the one answer for a slot).
 ///
 /// Invariants, between a split (`Sched::split`) and the end of the compute:
-/// - every slot named anywhere here is registered in `table`; a slot
-///   without a backend has `assign: None` (table.rs);
+/// - every slot named anywhere here is registered in `table`; a tensor of
+///   the graph without a backend has `assign: None` (table.rs);
+/// - `copy_slots[c]` is the slot of copy `c`, and no other copy's;
 /// - `nodes[i]` is graph node i; its sources' slots are
 ///   `srcs[nodes[i-1].srcs_end .. nodes[i].srcs_end]` (up to the first NULL);
 /// - `splits` tile the node range in order; `inputs[split.inputs]` are the
@@ -93,164 +60,33 @@ impl Drop for Redirections<'_> {
 /// equal, see reuse.rs) the split is reused instead of made again.
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) table: table::Table,
+    table: Table,
     /// The graph in slots (the snapshot).
-    pub(super) graph: GraphSlots,
+    graph: GraphSlots,
     /// What the passes decided besides each slot's backend.
-    pub(super) plan: SplitPlan,
+    plan: SplitPlan,
     /// `set_node_backend` assignments of the split's tensors, by slot
     /// (resolved at registration, for the planner).
-    pub(super) user_slots: PtrMap,
+    user_slots: PtrMap,
     /// The table slot of each input copy (`plan.copy_of`'s order).
-    pub(super) copy_slots: Vec<Slot>,
+    copy_slots: CopySlots,
     /// Per split: what its last compute did.
-    pub(super) runs: Vec<SplitStats>,
+    runs: Vec<SplitStats>,
     /// The walk of the split's allocation (galloc.rs).
-    pub(super) order: Order,
+    order: Order,
     /// How the next table is sized (table.rs).
-    pub(super) sizing: table::Sizing,
+    sizing: Sizing,
     /// The record of every tensor the split read, and the supports_op
-    /// answers it used, to know whether it still holds (see reuse.rs).
-    pub(super) reuse: record::Record,
+    /// answers it used, to know whether it still holds (see reuse.rs);
+    /// the placement's chapter too (galloc.rs).
+    reuse: Record,
 }
-
-/// What the last compute did on one split.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SplitStats {
-    pub bytes_copied: usize,
-}
-
-/// What the last compute did on one backend.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BackendStats {
-    pub n_splits: u32,
-    pub n_copies: u32,
-    pub bytes_copied: usize,
-    /// Summed in nanoseconds (per-split microseconds would truncate).
-    pub copy_ns: u64,
-    pub compute_ns: u64,
-}
-
-/// Nanoseconds from `from` to `to` (platform::now_ns readings).
-pub(super) fn nanos(from: u64, to: u64) -> u64 {
-    to.saturating_sub(from)
-}
-
-/// What the scheduler keeps for one of its backends.
-pub(super) struct BackendRecord {
-    pub(super) backend: BackendRef<'static>,
-    /// Whether it accepts every op (our CPU backend, or one whose
-    /// `supports_op` slot is NULL, as CUDA's), known at `sched_new`: its
-    /// `supports_op` is never asked.
-    pub(super) accepts_all: bool,
-    /// Its compute allocator (a measure allocator before the first measure).
-    pub(super) talloc: Tallocr<'static>,
-    /// Compute allocators that growth replaced during computes (fit.rs),
-    /// alive until the next measure or `sched_free`: the caller may hold
-    /// one, or tensors in its buffer.
-    pub(super) retired: Vec<Tallocr<'static>>,
-    /// Compute buffer size requested at the last measure/reserve or growth.
-    pub(super) buffer_size: usize,
-    /// How far the splits placed since the last measure went into the
-    /// compute buffers (ggml-alloc's `max_size` of the original's real
-    /// allocator, less what the caller allocated: `Tallocr::max_size`
-    /// counts that).
-    pub(super) reached: usize,
-    /// What the last compute did on it.
-    pub(super) stats: BackendStats,
-}
-
-impl BackendRecord {
-    pub(super) fn new(backend: BackendRef<'static>) -> BackendRecord {
-        BackendRecord {
-            backend,
-            accepts_all: crate::cpu::is_cpu(backend) || !backend.has_supports_op(),
-            talloc: Tallocr::measure(backend),
-            retired: Vec::new(),
-            buffer_size: 0,
-            reached: 0,
-            stats: BackendStats::default(),
-        }
-    }
-}
-
-/// Where a scheduler is in its life.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Phase {
-    /// Made, never measured: a compute is refused, buffer sizes are 0.
-    New,
-    /// `init_measure`/`reserve` is planning (see `plan::Settings::measuring`).
-    Measuring,
-    /// Measured: compute buffers exist.
-    Ready,
-}
-
-pub struct Sched {
-    /// The backends in priority order, one record each.
-    pub(super) backends: Vec<BackendRecord>,
-    /// The same backends, and whether each accepts every op: what
-    /// registration, the probe and the passes read, made once.
-    pub(super) refs: Vec<BackendRef<'static>>,
-    pub(super) accepts_all: Vec<bool>,
-    /// The compute buffers as the placement sees them, described again for
-    /// every plan in the same memory (fit.rs).
-    pub(super) arena_specs: Vec<super::plan::place::ArenaSpec>,
-    /// Which compute buffers grew in this compute (mod.rs, `place`).
-    pub(super) grown: Vec<bool>,
-    pub(super) phase: Phase,
-    /// The split's allocation (galloc.rs), kept for its memory.
-    pub(super) galloc: galloc::Galloc,
-    pub(super) debug: bool,
-    /// set_node_backend assignments, honoured until the end of the next compute.
-    pub(super) user: PtrMap,
-    pub(super) eval_callback: Option<EvalCallback>,
-    /// The host buffer of split input copies between two backends that
-    /// copy only through get + set, kept between computes (taken out while
-    /// a copy runs: the backends' callbacks may read the scheduler).
-    pub(super) staging: core::cell::Cell<Vec<u8>>,
-    /// The memory of each call's own state ([`super::CallState`]).
-    pub(super) rooms: Rooms,
-    /// Splits made (not reused) since `sched_new`: what the driver's tests
-    /// observe of reuse and of the fallback re-split.
-    pub(super) splits_made: u64,
-    /// Whether the last compute's graph was one computed before (its split
-    /// reused), or a measure was the last call: a new split's placement is
-    /// then kept, as the graph is likely to come again. (Keeping costs
-    /// every new graph its log, 2 to 3 % of a new graph's share; a
-    /// client whose every graph is new never pays it.)
-    pub(super) repeats: bool,
-    pub(super) st: State,
-}
-
-/// The memory of a call's handles and redirections, kept between calls.
-#[derive(Default)]
-pub(super) struct Rooms {
-    pub(super) live: Room<Option<core::num::NonZeroUsize>>,
-    pub(super) redirected: Room<[usize; 3]>,
-}
-
-impl Rooms {
-    /// Room for a call on `tensors` tensors that redirects `patches`
-    /// sources.
-    pub(super) fn reserve(&mut self, tensors: usize, patches: usize) {
-        self.live.reserve(tensors);
-        self.redirected.reserve(patches);
-    }
-
-    /// Give the memory back.
-    pub(super) fn release(&mut self) {
-        self.live.release();
-        self.redirected.release();
-    }
-}
-
-/// The most backends one scheduler takes.
-pub const MAX_BACKENDS: usize = ids::MAX_BACKENDS;
 
 impl State {
     /// Forget the split (not the memory): the one way to clear it, before
-    /// a new one and on `reset`. The sources must be given back first.
-    pub(super) fn clear_split(&mut self) {
+    /// a new one ([`State::snapshot`]) and on `reset` ([`State::release`]).
+    /// The sources must be given back first.
+    fn clear_split(&mut self) {
         self.reuse.clear();
         self.copy_slots.clear();
         self.graph.clear();
@@ -258,6 +94,84 @@ impl State {
         self.user_slots.clear(0);
         self.runs.clear();
         self.order.clear();
+    }
+
+    /// Forget the split and give its memory back, the placement's kept
+    /// plan (in `galloc`) too (`reset`).
+    pub(super) fn release(&mut self, galloc: &mut Galloc) {
+        self.clear_split();
+        self.table.release();
+        galloc.release(&mut self.reuse);
+        self.reuse.release();
+    }
+
+    // A new split: snapshot, plan, apply (driven by mod.rs's `make_split`).
+
+    /// The first table to try for a graph of `listed` leafs and nodes.
+    pub(super) fn first_attempt(&self, listed: usize) -> Attempt {
+        self.sizing.first_attempt(listed)
+    }
+
+    /// `attempt` failed (`why`): the next one.
+    pub(super) fn retry(&self, attempt: &mut Attempt, why: Retry) {
+        attempt.retry(why, &self.table);
+    }
+
+    /// **Snapshot**: forget the last split and register `graph`'s tensors
+    /// (probe.rs, `Registrar`) in a table for `attempt`, their handles in
+    /// `live` (reset here); `user`: the `set_node_backend` assignments by
+    /// tensor address.
+    pub(super) fn snapshot<'c>(
+        &mut self,
+        graph: GraphRef<'c>,
+        live: &mut Live<'c>,
+        backends: &[BackendRef],
+        user: &PtrMap,
+        attempt: &Attempt,
+        func: &str,
+    ) -> Result<(), Full> {
+        self.table.clear_for(attempt);
+        live.reset(0);
+        live.reserve(self.table.capacity());
+        self.clear_split();
+        Registrar::new(&mut self.table, &mut self.graph, &mut self.user_slots, &mut self.reuse, live, backends, user)
+            .index_graph(graph, func)
+    }
+
+    /// **Plan**: the passes (`plan::plan_split`) over the snapshot,
+    /// asking C through a `CProbe` that logs every answer in the split's
+    /// log.
+    pub(super) fn plan_split(
+        &mut self,
+        live: &Live,
+        backends: &[BackendRef],
+        settings: Settings<'_>,
+    ) -> Result<Planned, (Refusal, Vec<String>)> {
+        let mut probe = CProbe::new(live, backends, &mut self.reuse);
+        plan::plan_split(&mut probe, self.table.decisions_mut(), &self.graph, &self.user_slots, &mut self.plan, settings)
+    }
+
+    /// **Apply**, first the plan's input copies: each one a tensor of ours
+    /// (in `copies`) with its source's layout and name, registered (the
+    /// placement, galloc.rs, allocates it with its backend's allocator).
+    /// A copy is new to the table, or already there as the view source of
+    /// a tensor of the graph (a node the last placement computed in place
+    /// in the copy's memory). Their backends stay in the plan:
+    /// [`State::decision`] answers for them.
+    pub(super) fn make_copies<'c>(&mut self, backends: &[BackendRef], copies: &'c HeapTensors, live: &mut Live<'c>) -> Result<(), Full> {
+        for c in 0..self.plan.copy_of.len() {
+            let copy = refresh_copy(backends, self, copies, live, c);
+            let (cslot, _) = self.table.insert(copy.id())?;
+            live.set_new(cslot, copy);
+            self.copy_slots.push(cslot);
+        }
+        Ok(())
+    }
+
+    /// The graph's sources pointed at their input copies for the call
+    /// (`redirected`; the tensors in `live`).
+    pub(super) fn redirect<'c>(&self, redirected: &mut Redirections<'c>, live: &Live<'c>) {
+        redirected.apply(&self.plan.patches, &self.graph.srcs, &self.copy_slots, live);
     }
 
     /// The walk of the allocation (galloc.rs): each split's input copies,
@@ -289,37 +203,253 @@ impl State {
         }
     }
 
-    /// Apply the plan's input copies: each one a tensor of ours (in
-    /// `copies`) with its source's layout and name, registered (the
-    /// placement, galloc.rs, allocates it with its backend's allocator).
-    pub(super) fn make_copies<'c>(
-        &mut self,
-        backends: &[BackendRef],
-        copies: &'c HeapTensors,
-        live: &mut Live<'c>,
-    ) -> Result<(), table::Full> {
-        for c in 0..self.plan.copy_of.len() {
-            let copy = refresh_copy(backends, self, copies, live, c);
-            let (cslot, _) = self.table.insert(copy.id())?;
-            live.set_new(cslot, copy);
-            self.copy_slots.push(cslot);
-            let info = &mut self.table.info[cslot];
-            info.assign = Some(self.plan.copy_of[c].backend);
-            info.rule = Rule::InputCopy;
-        }
-        Ok(())
-    }
-
     /// Size the splits' statistics to the plan.
     pub(super) fn size_runs(&mut self) {
         self.runs.clear();
         self.runs.resize(self.plan.splits.len(), SplitStats::default());
     }
+
+    /// The split was made for a graph of `listed` leafs and nodes; it may
+    /// be reused as `standing` says.
+    pub(super) fn split_made(&mut self, listed: usize, standing: Standing) {
+        self.sizing.split_made(&self.table, listed);
+        self.reuse.standing = standing;
+    }
+
+    // Reuse (reuse.rs): the last split for the graph of this call.
+
+    /// Whether the last split holds for `graph` as it is now
+    /// (`reuse::still_valid`); every tensor found the same gets its
+    /// handle in `live`.
+    // (out of line: inlined into Sched::split, the same loops measured
+    // some 24,000 instructions more on a 6000-node graph)
+    #[inline(never)]
+    pub(super) fn still_valid<'c>(&self, backends: &[BackendRef], graph: GraphRef<'c>, live: &mut Live<'c>) -> bool {
+        reuse::still_valid(&self.table, &self.graph, &self.reuse, backends, graph, live)
+    }
+
+    /// Whether the last split holds for `graph` built again at other
+    /// addresses (`reuse::still_valid_moved`, which re-keys the table);
+    /// every tensor re-keyed gets its handle in `live`.
+    #[inline(never)]
+    pub(super) fn still_valid_moved<'c>(
+        &mut self,
+        backends: &[BackendRef],
+        graph: GraphRef<'c>,
+        copies: &HeapTensors,
+        live: &mut Live<'c>,
+    ) -> bool {
+        reuse::still_valid_moved(
+            &mut self.table,
+            &self.graph,
+            &self.reuse,
+            &self.user_slots,
+            &self.copy_slots,
+            backends,
+            graph,
+            copies,
+            live,
+        )
+    }
+
+    /// A reused split's input copies made again for this call (reset and
+    /// renamed), their handles in `live`.
+    pub(super) fn refresh_copies<'c>(&self, backends: &[BackendRef], copies: &'c HeapTensors, live: &mut Live<'c>) {
+        for c in 0..self.plan.copy_of.len() {
+            let copy = refresh_copy(backends, self, copies, live, c);
+            live.set(self.copy_slots[c], copy);
+        }
+    }
+
+    /// The backend tensor `slot` is assigned to, and the rule that put it
+    /// there: for an input copy its copy's (the plan), else the passes'
+    /// decision (the table, where they write it). The one answer for every
+    /// reader of one slot (the printed assignments, DOT, `tensor_backend`);
+    /// the placement loads the same for every slot in bulk
+    /// ([`State::plan_placement`]).
+    #[inline]
+    pub(super) fn decision(&self, slot: Slot) -> (Option<BackendIdx>, Rule) {
+        decision(self.table.infos(), &self.copy_slots, &self.plan.copy_of, slot)
+    }
+
+    /// Each input copy's slot and backend, what the placement loads
+    /// besides the table ([`State::decision`]).
+    #[cfg(test)]
+    pub(super) fn copy_backends(&self) -> impl Iterator<Item = (Slot, BackendIdx)> + '_ {
+        copy_backends(&self.copy_slots, &self.plan.copy_of)
+    }
+
+    /// The backend of tensor `slot` ([`State::decision`]).
+    #[inline]
+    pub(super) fn assignment(&self, slot: Slot) -> Option<BackendIdx> {
+        self.decision(slot).0
+    }
+
+    // The placement (galloc.rs) of the split.
+
+    /// Plan the split's placement in `arenas` (`Galloc::plan`), each
+    /// tensor on its backend as [`State::decision`] says (the table's
+    /// backends, then each input copy's from the plan), logged in the
+    /// split's log.
+    pub(super) fn plan_placement<B: ComputeBuffers + ?Sized>(
+        &mut self,
+        galloc: &mut Galloc,
+        live: &mut Live<'_>,
+        arenas: &Arenas<B>,
+        ends: Ends,
+        func: &str,
+    ) -> Result<(), TooSmall> {
+        let copies = copy_backends(&self.copy_slots, &self.plan.copy_of);
+        galloc.plan(&self.table, live, &self.order, arenas, ends, copies, &mut self.reuse, func)
+    }
+
+    /// Whether the placement `galloc` kept for this split holds again
+    /// (`Galloc::still_holds`).
+    pub(super) fn placement_holds<B: ComputeBuffers + ?Sized>(&self, galloc: &Galloc, live: &Live, arenas: &Arenas<B>) -> bool {
+        galloc.still_holds(&self.table, live, arenas, &self.reuse)
+    }
+
+    /// Forget the plan `galloc` kept, and the memory both keep for it (a
+    /// measure sizes them again).
+    pub(super) fn forget_placement(&mut self, galloc: &mut Galloc) {
+        galloc.release(&mut self.reuse);
+    }
+
+    /// Room for the computes after a measure of a graph of `listed` leafs
+    /// and nodes: a table as large (with as many other tensors as this
+    /// split had) and the placement's state over it (`galloc`), so that
+    /// they allocate nothing. Returns the tensors made room for.
+    pub(super) fn reserve_for(&mut self, galloc: &mut Galloc, listed: usize) -> usize {
+        let next = self.sizing.first_attempt(listed);
+        let (slots, tensors) = self.table.reserve_for(&next);
+        galloc.reserve(slots, tensors, &mut self.reuse);
+        tensors
+    }
+
+    // Statistics of the splits' last compute.
+
+    /// Every split's statistics start over.
+    pub(super) fn clear_runs(&mut self) {
+        self.runs.iter_mut().for_each(|r| *r = SplitStats::default());
+    }
+
+    /// Split `k` copied `bytes` of inputs in this compute.
+    pub(super) fn record_copied(&mut self, k: usize, bytes: usize) {
+        self.runs[k].bytes_copied = bytes;
+    }
+
+    /// What the last compute did on split `k` (zero if none).
+    pub(super) fn run(&self, k: usize) -> SplitStats {
+        self.runs.get(k).copied().unwrap_or_default()
+    }
+
+    // What the rest reads of the split.
+
+    /// The table: each tensor's slot.
+    #[inline]
+    pub(super) fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The graph in slots.
+    pub(super) fn graph(&self) -> &GraphSlots {
+        &self.graph
+    }
+
+    /// The passes' plan: splits, inputs, copies, patches.
+    #[inline]
+    pub(super) fn plan(&self) -> &SplitPlan {
+        &self.plan
+    }
+
+    /// The slot of each input copy, in the plan's order.
+    #[inline]
+    pub(super) fn copy_slots(&self) -> &[Slot] {
+        &self.copy_slots
+    }
+
+    /// The split's log (record.rs).
+    #[cfg(test)]
+    pub(super) fn log(&self) -> &Record {
+        &self.reuse
+    }
+
+    /// The walk of the split's allocation.
+    #[cfg(test)]
+    pub(super) fn order(&self) -> &Order {
+        &self.order
+    }
+
+    /// The slots of the graph's inputs: its leafs, and the tensors outside
+    /// its lists (what the caller may have allocated in a compute buffer).
+    pub(super) fn inputs(&self) -> impl Iterator<Item = Slot> + Clone + '_ {
+        self.graph.leafs.iter().map(|l| l.0).chain(self.reuse.unlisted.iter().map(|&(s, _)| s))
+    }
+
+    /// Set how the split may be reused (the tests make one reusable).
+    #[cfg(test)]
+    pub(super) fn set_standing(&mut self, standing: Standing) {
+        self.reuse.standing = standing;
+    }
+}
+
+/// [`State::decision`] over the parts it reads.
+#[inline(always)]
+fn decision(info: &[SlotInfo], copy_slots: &CopySlots, copy_of: &[CopyOf], slot: Slot) -> (Option<BackendIdx>, Rule) {
+    match copy_slots.copy_at(slot) {
+        Some(c) => (Some(copy_of[c].backend), Rule::InputCopy),
+        None => (info[slot].assign, info[slot].rule),
+    }
+}
+
+/// Each input copy's slot and backend (the plan's), over the parts they
+/// are in.
+fn copy_backends<'a>(copy_slots: &'a CopySlots, copy_of: &'a [CopyOf]) -> impl Iterator<Item = (Slot, BackendIdx)> + 'a {
+    copy_slots.slots.iter().zip(copy_of).map(|(&s, c)| (s, c.backend))
+}
+
+/// The table slot of each input copy, in `plan.copy_of`'s order, and the
+/// way back.
+#[derive(Default)]
+struct CopySlots {
+    slots: Vec<Slot>,
+    /// (slot, copy index) of each copy, in slot order.
+    by_slot: Vec<(Slot, u32)>,
+}
+
+impl CopySlots {
+    /// Copy `slots.len()` is in `slot`.
+    fn push(&mut self, slot: Slot) {
+        let c = self.slots.len() as u32;
+        self.slots.push(slot);
+        // (nearly always past the others: a copy new to the table)
+        let at = self.by_slot.partition_point(|&(s, _)| s < slot);
+        self.by_slot.insert(at, (slot, c));
+    }
+
+    /// None (the memory is kept).
+    fn clear(&mut self) {
+        self.slots.clear();
+        self.by_slot.clear();
+    }
+
+    /// The copy in `slot`, if one is.
+    fn copy_at(&self, slot: Slot) -> Option<usize> {
+        let i = self.by_slot.binary_search_by_key(&slot, |&(s, _)| s).ok()?;
+        Some(self.by_slot[i].1 as usize)
+    }
+}
+
+impl core::ops::Deref for CopySlots {
+    type Target = [Slot];
+    fn deref(&self) -> &[Slot] {
+        &self.slots
+    }
 }
 
 /// Copy `c` (made if new) as a fresh, unallocated tensor with its source's
 /// layout and name, reading from that source; returns it.
-pub(super) fn refresh_copy<'c>(backends: &[BackendRef], st: &State, copies: &'c HeapTensors, live: &Live<'c>, c: usize) -> TensorRef<'c> {
+fn refresh_copy<'c>(backends: &[BackendRef], st: &State, copies: &'c HeapTensors, live: &Live<'c>, c: usize) -> TensorRef<'c> {
     let CopyOf { src, backend, .. } = st.plan.copy_of[c];
     let src = live.get(src);
     let mut name = [0; ggml::WSP_GGML_MAX_NAME];
@@ -339,13 +469,13 @@ pub(super) fn refresh_copy<'c>(backends: &[BackendRef], st: &State, copies: &'c 
 /// its owner goes first, so the view can be initialised (the original
 /// asserted in init_view there). The copy's `src` (`refresh_copy`)
 /// and the placement's walk (`State::build_order`) both read this.
-pub(super) fn copy_sources(src: TensorRef<'_>) -> impl Iterator<Item = TensorRef<'_>> {
+fn copy_sources(src: TensorRef<'_>) -> impl Iterator<Item = TensorRef<'_>> {
     src.view_src().into_iter().chain(core::iter::once(src))
 }
 
 /// Name of an input copy: "<backend>#<source>", as the original names them
 /// (cut to ggml's name length), in `buf`; returns its length.
-pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
+fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml::WSP_GGML_MAX_NAME]) -> usize {
     let backend_name = backend.name_bytes();
     let src_name = src.name();
     // (the name's end found here, not by `Name::bytes`: this runs for every
@@ -361,3 +491,56 @@ pub(super) fn copy_name(backend: BackendRef, src: TensorRef, buf: &mut [u8; ggml
     }
     n
 }
+
+/// What the last compute did on one split.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SplitStats {
+    pub bytes_copied: usize,
+}
+
+/// Nanoseconds from `from` to `to` (platform::now_ns readings).
+pub(super) fn nanos(from: u64, to: u64) -> u64 {
+    to.saturating_sub(from)
+}
+
+/// Where a scheduler is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Phase {
+    /// Made, never measured: a compute is refused, buffer sizes are 0.
+    New,
+    /// `init_measure`/`reserve` is planning (see `plan::Settings::measuring`).
+    Measuring,
+    /// Measured: compute buffers exist.
+    Ready,
+}
+
+pub struct Sched {
+    /// The backends in priority order, one record each (fit.rs).
+    pub(super) backends: Backends,
+    pub(super) phase: Phase,
+    /// The split's allocation (galloc.rs), kept for its memory.
+    pub(super) galloc: Galloc,
+    pub(super) debug: bool,
+    /// set_node_backend assignments, honoured until the end of the next compute.
+    pub(super) user: PtrMap,
+    pub(super) eval_callback: Option<EvalCallback>,
+    /// The host buffer of split input copies between two backends that
+    /// copy only through get + set, kept between computes (taken out while
+    /// a copy runs: the backends' callbacks may read the scheduler).
+    pub(super) staging: core::cell::Cell<Vec<u8>>,
+    /// The memory of each call's own state ([`super::CallState`]).
+    pub(super) rooms: Rooms,
+    /// Splits made (not reused) since `sched_new`: what the driver's tests
+    /// observe of reuse and of the fallback re-split.
+    pub(super) splits_made: u64,
+    /// Whether the last compute's graph was one computed before (its split
+    /// reused), or a measure was the last call: a new split's placement is
+    /// then kept, as the graph is likely to come again. (Keeping costs
+    /// every new graph its log, 2 to 3 % of a new graph's share; a
+    /// client whose every graph is new never pays it.)
+    pub(super) repeats: bool,
+    pub(super) st: State,
+}
+
+/// The most backends one scheduler takes.
+pub const MAX_BACKENDS: usize = ids::MAX_BACKENDS;

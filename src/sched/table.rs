@@ -105,7 +105,10 @@ pub(super) struct Table {
     /// Each slot's tensor, in the order of registration (never `None`:
     /// the type is what the passes' probe reads).
     keys: Vec<Option<TensorId>>,
-    pub info: Vec<SlotInfo>,
+    /// Each slot's facts: what registration read (written by
+    /// [`Table::describe`] and [`Table::set_view_src`]), and the passes'
+    /// decision ([`Table::decisions_mut`]).
+    info: Vec<SlotInfo>,
     /// The index from addresses to slots: `slot + 1` ([`FREE`]: none), at
     /// the position of the address's hash or after it (wrapping around);
     /// a power of two long, at most half full.
@@ -314,6 +317,38 @@ impl Table {
         self.keys.push(Some(t));
         self.steps += steps;
         Some((Slot::at(slot), true))
+    }
+
+    /// What registration read of the tensor in `slot`, and the passes'
+    /// decision.
+    #[inline(always)]
+    pub fn info(&self, slot: Slot) -> &SlotInfo {
+        &self.info[slot]
+    }
+
+    /// [`Table::info`] of every slot, in order.
+    #[inline(always)]
+    pub fn infos(&self) -> &[SlotInfo] {
+        &self.info
+    }
+
+    /// Registration: the tensor in `slot` (new) is as `info` says.
+    #[inline(always)]
+    pub fn describe(&mut self, slot: Slot, info: SlotInfo) {
+        self.info[slot] = info;
+    }
+
+    /// Registration: the tensor in `slot` views the memory of the one in
+    /// `vsrc`.
+    #[inline(always)]
+    pub fn set_view_src(&mut self, slot: Slot, vsrc: Slot) {
+        self.info[slot].vsrc = Some(vsrc.into());
+    }
+
+    /// The slots' facts for the passes, which write each one's backend and
+    /// rule there (sched/plan) and read the rest.
+    pub fn decisions_mut(&mut self) -> &mut [SlotInfo] {
+        &mut self.info
     }
 
     /// The identity of the tensor in `slot` (`None`: not registered).

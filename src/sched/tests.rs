@@ -7,13 +7,13 @@
 
 use crate::ptrmap::PtrMap;
 
+use super::call::Rooms;
 use super::galloc::{Arenas, Ends, Galloc, TooSmall};
 use super::ids::Rule;
 use super::live::{Live, Room};
 use super::plan::place::ArenaSpec;
 use super::plan::Settings;
 use super::record::{Record, Standing};
-use super::state::Rooms;
 use super::state::State;
 use super::{make_split, CallState};
 use crate::fake_c::{addr, data, edit, get, view_src, World, OP_ADD, OP_MUL, OP_MUL_MAT};
@@ -49,14 +49,14 @@ fn plan_graph<'c>(
 ) -> State {
     let mut st = State::default();
     let listed = graph.n_nodes() + graph.n_leafs();
-    let mut attempt = st.sizing.first_attempt(listed);
+    let mut attempt = st.first_attempt(listed);
     let accepts_all = vec![false; backends.len()];
     let settings = Settings { accepts_all: &accepts_all, debug: false, measuring: false };
     loop {
         match make_split(&mut st, call, copies, backends, settings, user, graph, &attempt, "test") {
             Ok(_) => return st,
             Err(why) => {
-                attempt.retry(why, &st.table);
+                st.retry(&mut attempt, why);
                 call.redirected.unpatch();
             }
         }
@@ -67,13 +67,13 @@ fn plan_graph<'c>(
 const NO_BACKEND: u16 = u16::MAX;
 
 fn assigned(st: &State, t: *mut wsp_ggml_tensor) -> (u16, Rule) {
-    let slot = st.table.find(TensorId::of_ptr(t).expect("not NULL")).expect("registered");
-    let info = st.table.info[slot];
-    (info.assign.map_or(NO_BACKEND, |b| b.get() as u16), info.rule)
+    let slot = st.table().find(TensorId::of_ptr(t).expect("not NULL")).expect("registered");
+    let (assign, rule) = st.decision(slot);
+    (assign.map_or(NO_BACKEND, |b| b.get() as u16), rule)
 }
 
 fn splits(st: &State) -> Vec<(u16, usize, usize, usize)> {
-    st.plan.splits.iter().map(|s| (s.backend.get() as u16, s.i_start, s.i_end, s.inputs.len())).collect()
+    st.plan().splits.iter().map(|s| (s.backend.get() as u16, s.i_start, s.i_end, s.inputs.len())).collect()
 }
 
 #[test]
@@ -95,6 +95,28 @@ fn splits_cut_where_the_backend_changes_and_inputs_are_copied_once_per_split() {
     });
     assert_eq!(assigned(&st, c1), (1, Rule::InputCopy));
     assert_eq!(get(n1).src[1], n0, "the graph's sources are given back when the call ends");
+}
+
+/// An input copy's backend and rule are its copy's, also where the copy
+/// is already in the table as a view source (a node the last placement
+/// computed in place in the copy's memory).
+#[test]
+fn an_input_copys_decision_is_its_copys_wherever_its_slot_is() {
+    let mut w = World::with_backends(&[c"A", c"B"]);
+    let wa = w.leaf(8, Some(0));
+    let wb = w.leaf(8, Some(1));
+    let n0 = w.node(OP_ADD, 8, &[wa, wa]); // A
+    let n1 = w.node(OP_MUL, 8, &[wb, n0]); // B, needs n0: copied
+    w.node(OP_ADD, 8, &[n1, wb]); // B: registered after n1's view source
+    let (_, c1) = split_then(&mut w, &PtrMap::new(), |_, _| get(n1).src[1]);
+    // n1 as the placement leaves it when it computes n1 in place in the copy
+    edit(n1, |x| x.view_src = c1);
+    let st = plan(&mut w, &PtrMap::new());
+    let slot = st.table().find(TensorId::of_ptr(c1).expect("not NULL")).expect("registered");
+    assert!(slot.index() < st.table().size() - 1, "registered before the copies, as n1's view source");
+    assert_eq!(st.copy_slots(), [slot], "the copy's slot is its view source's");
+    assert_eq!(assigned(&st, c1), (1, Rule::InputCopy));
+    assert_eq!(st.copy_backends().map(|(s, b)| (s, b.get())).collect::<Vec<_>>(), [(slot, 1)], "what the placement loads");
 }
 
 /// The world's graph was planned into `st` (and given back): whether the
@@ -152,8 +174,8 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
             let n0 = w.node(OP_ADD, 8, &[xb, wa]);
             let n1 = w.node(OP_MUL, 8, &[n0, xb]);
             let mut st = plan(&mut w, &PtrMap::new());
-            st.reuse.standing = Standing::Reusable;
-            assert!(st.reuse.compared_sizes(), "the source rule compared sizes");
+            st.set_standing(Standing::Reusable);
+            assert!(st.log().compared_sizes(), "the source rule compared sizes");
             let Some(leafs) = moved else {
                 change(&mut w, [wa, xb, n0, n1]);
                 assert_eq!(still_valid(&mut w, &mut st), holds, "reuse after changing {what}");
@@ -167,9 +189,9 @@ fn reuse_fails_for_any_change_the_passes_read_and_holds_for_others() {
             if again {
                 // every slot holds the new tensor in the old one's place
                 for (k, &new) in t.iter().enumerate() {
-                    assert!(st.table.find(TensorId::of_ptr(new).unwrap()).is_some(), "{what}: tensor {k} registered again");
+                    assert!(st.table().find(TensorId::of_ptr(new).unwrap()).is_some(), "{what}: tensor {k} registered again");
                 }
-                assert_eq!(st.table.find(TensorId::of_ptr(n1).unwrap()), None, "{what}: the old nodes are gone");
+                assert_eq!(st.table().find(TensorId::of_ptr(n1).unwrap()), None, "{what}: the old nodes are gone");
             }
         }
     }
@@ -188,7 +210,7 @@ fn a_graph_of_views_built_again_elsewhere_reuses_the_split_unless_a_view_changed
         let v1 = w.view(n0, 8);
         let n1 = w.node(OP_MUL, 8, &[v1, xb]);
         let mut st = plan(&mut w, &PtrMap::new());
-        st.reuse.standing = Standing::Reusable;
+        st.set_standing(Standing::Reusable);
         let [wa2, xb2, _, n1b] = rebuild_elsewhere(&mut w, true, [wa, xb, n0, n1]);
         let v1b = get(n1b).src[0];
         match change {
@@ -274,7 +296,9 @@ fn allocation_computes_in_place_frees_and_reuses_memory() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
+            .is_ok());
         assert!([n0, n1, n2, n3].iter().all(|&t| data(t) == 0), "a plan places nothing");
         assert_eq!(g.max(), [64]);
         g.apply(&call.live, &arenas, "test");
@@ -301,10 +325,10 @@ fn allocation_reports_a_buffer_too_small_before_placing_anything() {
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
         assert!(
-            matches!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
+            matches!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test"), Err(TooSmall(b)) if b.get() == 0)
         );
         assert_eq!((data(n0), data(n1)), (0, 0));
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
+        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, st.copy_backends(), &mut log, "test").is_ok());
         assert_eq!(g.max(), [64]);
     });
 }
@@ -325,7 +349,9 @@ fn allocation_places_views_in_their_sources_memory_after_the_callers_tensors() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         let base = arenas.specs[0].base;
         assert_eq!((data(n0), data(v)), (base + 96, base + 96 + 16));
@@ -365,7 +391,7 @@ fn reuse_asks_again_every_question_the_plan_asked() {
         let (mut w, [_, n2]) = world();
         let mut st = plan(&mut w, &PtrMap::new());
         assert_eq!(splits(&st), vec![(2, 0, 2, 1)], "one split on B (w0 copied)");
-        st.reuse.standing = Standing::Reusable;
+        st.set_standing(Standing::Reusable);
         assert!(still_valid(&mut w, &mut st), "nothing changed yet");
         change(&mut w, n2);
         let fresh = plan(&mut w, &PtrMap::new());
@@ -390,43 +416,47 @@ fn a_kept_placement_holds_until_what_it_read_changes() {
         let arenas = ta.arenas();
         let mut g = Galloc::new(crate::ggml::in_place_ops());
         let mut log = Record::default();
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(g
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
-        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "the tensors were placed since: a new plan reads that");
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Real { keep: true }, &mut log, "test").is_ok());
+        assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "the tensors were placed since: a new plan reads that");
+        assert!(g
+            .plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Real { keep: true }, st.copy_backends(), &mut log, "test")
+            .is_ok());
         g.apply(&call.live, &arenas, "test");
         g.clear();
         let placed = [n0, v, n2, n3].map(data);
-        assert!(g.still_holds(&st.table, &call.live, &arenas, &log), "nothing changed");
+        assert!(g.still_holds(st.table(), &call.live, &arenas, &log), "nothing changed");
         g.apply(&call.live, &arenas, "test");
         assert_eq!([n0, v, n2, n3].map(data), placed, "applied again: the same places");
 
         edit(n3, |t| t.data = core::ptr::null_mut());
-        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a tensor's memory");
+        assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "a tensor's memory");
         edit(n3, |t| t.data = addr(placed[3]));
-        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
+        assert!(g.still_holds(st.table(), &call.live, &arenas, &log));
 
         let mut other = ta.specs.clone();
         other[0].free = vec![(64, 1024 - 64)];
         let other = Arenas { buffers: &ta.buffers[..], specs: &other };
-        assert!(!g.still_holds(&st.table, &call.live, &other, &log), "the compute buffer's free blocks");
+        assert!(!g.still_holds(st.table(), &call.live, &other, &log), "the compute buffer's free blocks");
 
         edit(v, |t| t.view_src = n2);
-        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a tensor's view source (the plan loaded it)");
+        assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "a tensor's view source (the plan loaded it)");
         edit(v, |t| t.view_src = n0);
-        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
+        assert!(g.still_holds(st.table(), &call.live, &arenas, &log));
 
         // (the view has its memory: its offset is not read again)
         edit(v, |t| t.view_offs = 8);
-        assert!(g.still_holds(&st.table, &call.live, &arenas, &log), "what the plan did not read");
+        assert!(g.still_holds(st.table(), &call.live, &arenas, &log), "what the plan did not read");
         edit(v, |t| t.view_offs = 0);
         edit(n2, |t| t.ne[0] = 5);
-        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "a question's answer (the size of a tensor it frees)");
+        assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "a question's answer (the size of a tensor it frees)");
         edit(n2, |t| t.ne[0] = 4);
-        assert!(g.still_holds(&st.table, &call.live, &arenas, &log));
+        assert!(g.still_holds(st.table(), &call.live, &arenas, &log));
 
-        assert!(g.plan(&st.table, &mut call.live, &st.order, &arenas, Ends::Endless, &mut log, "test").is_ok());
-        assert!(!g.still_holds(&st.table, &call.live, &arenas, &log), "an endless (measuring) plan is not kept");
+        assert!(g.plan(st.table(), &mut call.live, st.order(), &arenas, Ends::Endless, st.copy_backends(), &mut log, "test").is_ok());
+        assert!(!g.still_holds(st.table(), &call.live, &arenas, &log), "an endless (measuring) plan is not kept");
     });
 }

@@ -321,6 +321,12 @@ impl Placement {
         self.slots[i].set_vsrc(v);
     }
 
+    /// Loaded tensor `i` is allocated from backend `b`'s buffer (the loader
+    /// gives the input copies theirs after the others).
+    pub fn set_backend(&mut self, i: usize, b: BackendIdx) {
+        self.slots[i].backend = Some(b);
+    }
+
     /// Room to load `n` tensors without allocating.
     pub fn reserve_tensors(&mut self, n: usize) {
         self.slots.reserve_exact(n.saturating_sub(self.slots.len()));
