@@ -409,15 +409,19 @@ impl Sched {
     /// Plan the split's placement and apply it; a reused split's last
     /// placement is applied again if it still holds (galloc.rs,
     /// `Galloc::still_holds`). The plan is kept to apply again for a reused
-    /// split, and for a new one while graphs repeat (`Sched::repeats`). A
-    /// buffer too small for the plan grows first (fit.rs); where a backend cannot allocate a larger
-    /// buffer, the split does not fit with `set_node_backend`'s assignments
+    /// split, and for a new one while graphs repeat (`Sched::repeats`),
+    /// but not right after a kept plan did not hold: a graph whose shapes
+    /// change every compute (a decoder's) logs every other plan, not each
+    /// (the log costs it 0.02 of the original's share), and a graph that
+    /// settles is placed again once more than it would be. A buffer too
+    /// small for the plan grows first (fit.rs); where a backend cannot
+    /// allocate a larger buffer, the split does not fit with `set_node_backend`'s assignments
     /// (`Err(NeedsFallback)`: the driver drops them and splits again, which
     /// is what the original computes); without assignments to drop, it
     /// stops with a message.
     fn place(&mut self, split: Split, call: &mut CallState, func: &str) -> Result<(), NeedsFallback> {
         let reused = split == Split::Reused;
-        let keep = reused || self.repeats;
+        let mut keep = reused || self.repeats;
         self.repeats = reused;
         if reused {
             let arenas = self.backends.arenas(self.st.inputs(), &call.live);
@@ -426,6 +430,7 @@ impl Sched {
                 self.note_reached();
                 return Ok(());
             }
+            keep &= !self.st.placement_kept();
         }
         self.backends.start_placement();
         // A grown buffer starts empty: the caller's inputs stay in the old

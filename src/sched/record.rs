@@ -259,6 +259,11 @@ impl Record {
     /// them, [`PlaceNow::each_tensor`]), and every question of the
     /// chapter answered the same by `now`.
     #[inline(never)]
+    /// Whether a placement's plan is kept (to apply again while it holds).
+    pub fn placement_kept(&self) -> bool {
+        self.placement.kept.is_some()
+    }
+
     pub fn placement_holds(&self, generation: u64, arenas: &[ArenaSpec], n_tensors: usize, now: &mut impl PlaceNow) -> bool {
         let log = &self.placement;
         let l = &log.loaded;

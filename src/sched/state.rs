@@ -309,6 +309,11 @@ impl State {
         galloc.still_holds(&self.table, live, arenas, &self.reuse)
     }
 
+    /// Whether a placement's plan is kept for this split.
+    pub(super) fn placement_kept(&self) -> bool {
+        self.reuse.placement_kept()
+    }
+
     /// Forget the plan `galloc` kept, and the memory both keep for it (a
     /// measure sizes them again).
     pub(super) fn forget_placement(&mut self, galloc: &mut Galloc) {
