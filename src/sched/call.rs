@@ -1,7 +1,8 @@
-//! What one call on a graph redirects, and the memory a call's vectors
-//! keep between calls: the graph's sources pointed at the split's input
-//! copies for the call, given back when it ends ([`Redirections`]), and
-//! the rooms of the call's handles and redirections ([`Rooms`]).
+//! One call on a graph: what it is for ([`Purpose`]), what it redirects,
+//! and the memory a call's vectors keep between calls: the graph's
+//! sources pointed at the split's input copies for the call, given back
+//! when it ends ([`Redirections`]), and the rooms of the call's handles
+//! and redirections ([`Rooms`]).
 
 use crate::prelude::*;
 
@@ -89,5 +90,28 @@ impl Rooms {
     pub(super) fn release(&mut self) {
         self.live.release();
         self.redirected.release();
+    }
+}
+
+/// What a call on a graph is for. The driver (`SchedCell::run`, cell.rs)
+/// runs the same phases for each.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Purpose {
+    /// `graph_compute`: place the split in the compute buffers, compute it.
+    Compute,
+    /// `init_measure`: size the compute buffers for the split.
+    Measure,
+    /// `reserve`: the same, the buffers only growing.
+    Reserve,
+}
+
+impl Purpose {
+    /// The exported function making the call (for messages).
+    pub(super) fn func(self) -> &'static str {
+        match self {
+            Purpose::Compute => "wsp_ggml_backend_sched_graph_compute",
+            Purpose::Measure => "wsp_ggml_backend_sched_init_measure",
+            Purpose::Reserve => "wsp_ggml_backend_sched_reserve",
+        }
     }
 }

@@ -14,19 +14,21 @@
 //!   borrow is live;
 //! - while it computes splits, reads are allowed: the compute holds only a
 //!   shared borrow while user code runs, and writes its statistics through
-//!   a short exclusive one between callbacks (see [`SchedCell::graph_compute`]);
+//!   a short exclusive one between callbacks (see `SchedCell::exec`);
 //!   changes abort.
 //!
-//! Every borrow of the scheduler is made here; the exec loop of a compute
-//! (copy each split's inputs, compute it, record both) is
-//! [`SchedCell::graph_compute`].
+//! Every borrow of the scheduler is made here, and so is the driver of
+//! every call on a graph (`SchedCell::run`), with a compute's exec loop
+//! (copy each split's inputs, compute it, record both).
 
 use crate::prelude::*;
 
 use core::cell::{Cell, RefCell};
 
+use super::call::Purpose;
+use super::live::Live;
 use super::state::Sched;
-use crate::fatal::{check, fatal};
+use crate::fatal::fatal;
 use crate::ggml::{GraphRef, HeapTensors};
 
 /// What a scheduler is doing.
@@ -115,55 +117,64 @@ impl SchedCell {
 
     /// `wsp_ggml_backend_sched_init_measure`.
     pub fn init_measure<'c>(&'c self, graph: GraphRef<'c>) {
-        let func = "wsp_ggml_backend_sched_init_measure";
-        self.with_mut(func, |s| s.init_measure(graph, &self.copies));
+        self.run(graph, Purpose::Measure);
     }
 
     /// `wsp_ggml_backend_sched_reserve`.
     pub fn reserve<'c>(&'c self, graph: GraphRef<'c>) {
-        let func = "wsp_ggml_backend_sched_reserve";
-        self.with_mut(func, |s| s.reserve(graph, &self.copies));
+        self.run(graph, Purpose::Reserve);
     }
 
-    /// `wsp_ggml_backend_sched_graph_compute`, the driver of a compute, its
-    /// phases in order: begin the call; split and place (`Sched::prepare`:
-    /// snapshot, reuse or plan, apply; place, growing a buffer that is too
-    /// small), changing the scheduler; exec: per split, copy its inputs and
-    /// compute it; finish (the graph's sources back, the allocators reset).
+    /// `wsp_ggml_backend_sched_graph_compute`.
+    pub fn graph_compute<'c>(&'c self, graph: GraphRef<'c>) {
+        self.run(graph, Purpose::Compute);
+    }
+
+    /// The driver of every call on a graph (compute, measure, reserve), its
+    /// phases in order: begin the call; split the graph and place it, or
+    /// size the compute buffers for it (`Sched::plan_call`: snapshot, reuse
+    /// or plan, apply; place, growing a buffer that is too small, or
+    /// measure), changing the scheduler; exec, a compute's: per split, copy
+    /// its inputs and compute it; finish (the graph's sources back, the
+    /// allocators reset).
+    fn run<'c>(&'c self, graph: GraphRef<'c>, purpose: Purpose) {
+        let func = purpose.func();
+        let call = self.with_mut(func, |s| {
+            let mut call = s.begin_call(purpose);
+            s.plan_call(graph, &self.copies, &mut call);
+            call
+        });
+        if purpose == Purpose::Compute {
+            self.exec(graph, &call.live, func);
+        }
+        // (the call's handles end here: `finish` consumes them)
+        self.with_mut(func, move |s| s.finish(call, graph));
+    }
+
+    /// A compute's exec phase: per split, copy its inputs and compute it.
     /// While the backends and callbacks run, the compute holds only shared
     /// borrows, so that calls made from there can read the scheduler; each
     /// split's statistics are written through an exclusive borrow made when
     /// no user code runs.
-    pub fn graph_compute<'c>(&'c self, graph: GraphRef<'c>) {
-        let func = "wsp_ggml_backend_sched_graph_compute";
-        let call = self.with_mut(func, |s| {
-            check(s.is_measured(), func, || "called before wsp_ggml_backend_sched_init_measure".into());
-            let mut call = s.begin_call();
-            s.prepare(graph, &self.copies, &mut call, func);
-            call
-        });
+    fn exec<'c>(&'c self, graph: GraphRef<'c>, live: &Live<'c>, func: &'static str) {
         let n_splits = self.sched.borrow().n_splits();
         self.mode.set(Mode::Computing);
-        {
-            let _restore = Restore(&self.mode, Mode::Idle);
-            // One clock read per phase boundary: a phase ends where the next begins.
-            let mut now = crate::platform::now_ns();
-            for k in 0..n_splits {
-                // (Computing: user code runs under these shared borrows, and
-                // calls from it only read)
-                let copied = self.sched.borrow().copy_inputs(k, &call.live, func);
-                let at = crate::platform::now_ns();
-                // (no user code runs under the exclusive borrows)
-                self.sched.borrow_mut().record_copies(k, copied, now, at);
-                let go_on = self.sched.borrow().compute_split(k, graph);
-                now = crate::platform::now_ns();
-                self.sched.borrow_mut().record_compute(k, at, now);
-                if !go_on {
-                    break;
-                }
+        let _restore = Restore(&self.mode, Mode::Idle);
+        // One clock read per phase boundary: a phase ends where the next begins.
+        let mut now = crate::platform::now_ns();
+        for k in 0..n_splits {
+            // (Computing: user code runs under these shared borrows, and
+            // calls from it only read)
+            let copied = self.sched.borrow().copy_inputs(k, live, func);
+            let at = crate::platform::now_ns();
+            // (no user code runs under the exclusive borrows)
+            self.sched.borrow_mut().record_copies(k, copied, now, at);
+            let go_on = self.sched.borrow().compute_split(k, graph);
+            now = crate::platform::now_ns();
+            self.sched.borrow_mut().record_compute(k, at, now);
+            if !go_on {
+                break;
             }
         }
-        // (the call's handles end here: `finish` consumes them)
-        self.with_mut(func, move |s| s.finish(call));
     }
 }

@@ -46,25 +46,25 @@
 //! one placed since the last measure or reset: every vector (table, log,
 //! placement, compute-buffer descriptions) keeps its capacity until then.
 //!
-//! Every call runs as the same phases:
+//! Every call on a graph (compute, `init_measure`, `reserve`: its
+//! `Purpose`) runs as the same phases, in one driver (`SchedCell::run`,
+//! cell.rs):
 //! - **begin**: the call's state ([`Sched::begin_call`]);
 //! - **snapshot**: register the graph's tensors (probe.rs, `Registrar`);
 //! - **reuse?**: the last split still holds (reuse.rs, `still_valid`), or
 //!   else **plan** (the passes, `plan::plan_split`) and apply the split
 //!   (copies, patches, the placement's walk): [`Sched::split`];
-//! - **place**: plan where the tensors go, or keep the last placement
-//!   while it holds (galloc.rs), growing a buffer too small (fit.rs), then
-//!   **apply** it to the tensors: [`Sched::place`];
-//! - **exec**: copy each split's inputs and compute it (cell.rs);
+//! - **place**: a compute plans where the tensors go, or keeps the last
+//!   placement while it holds (galloc.rs), growing a buffer too small
+//!   (fit.rs), then **applies** it to the tensors ([`Sched::place`]); a
+//!   measure plans into endless buffers and sizes the real ones
+//!   ([`Sched::measure`]);
+//! - **exec**, a compute's: copy each split's inputs and compute it
+//!   (cell.rs);
 //! - **finish**: give the graph its sources back, reset the allocators,
 //!   drop the user's assignments: [`Sched::finish`].
 //!
-//! `graph_compute` runs them all, top to bottom, in one function
-//! (`SchedCell::graph_compute`, cell.rs: begin, [`Sched::prepare`], exec,
-//! finish);
-//! `init_measure` and `reserve` snapshot, plan and place into endless
-//! buffers, then size the real ones ([`Sched::measure`]); `reset` finishes
-//! and releases the split.
+//! `reset` finishes and releases the split.
 //!
 //! Teardown verbs mean one thing each: `clear` forgets the contents and
 //! keeps the memory (for the next split; `clear_to`/`clear_for` start
@@ -119,7 +119,7 @@ enum Split {
     Reused,
     New,
 }
-use call::{Redirections, Rooms};
+use call::{Purpose, Redirections, Rooms};
 use fit::BackendRecord;
 pub use fit::BackendStats;
 use galloc::{Ends, TooSmall};
@@ -182,23 +182,12 @@ impl Sched {
         self.user.insert(node.id().addr() as u64, i.get() as u32);
     }
 
-    /// `wsp_ggml_backend_sched_init_measure`: size each backend's compute
-    /// buffer for `graph`. Calling it again re-measures (the original leaked
-    /// and measured with the real allocators: we size as it did).
-    pub fn init_measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors) {
-        self.measure(graph, copies, false, "wsp_ggml_backend_sched_init_measure");
-        self.write_dot_to_env(graph, "wsp_ggml_backend_sched_init_measure");
-    }
-
-    /// `wsp_ggml_backend_sched_reserve`: make the compute buffers large enough
-    /// for `graph` too; they grow, never shrink.
-    pub fn reserve<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors) {
-        self.measure(graph, copies, true, "wsp_ggml_backend_sched_reserve");
-    }
-
-    /// `grow_only`: `reserve`, whose buffers never shrink (`init_measure`
-    /// sizes them as the original does, which can be smaller).
-    fn measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, grow_only: bool, func: &str) {
+    /// `init_measure` (`grow_only` false) and `reserve` (true): split the
+    /// graph and size each backend's compute buffer for it. `init_measure`
+    /// sizes them as the original does (calling it again re-measures: the
+    /// original leaked and measured with the real allocators, and we size
+    /// as it did); `reserve`'s buffers grow, never shrink.
+    fn measure<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>, grow_only: bool, func: &str) {
         // What the placement kept for its memory is sized anew from here
         // (the computes after a measure allocate nothing once they have
         // placed a graph as large).
@@ -207,12 +196,11 @@ impl Sched {
         let real = self.phase == Phase::Ready;
         let kept: Vec<Option<Tallocr<'static>>> = self.backends.iter_mut().map(|r| r.start_measure(real)).collect();
         self.phase = Phase::Measuring;
-        let mut call = self.begin_call();
-        self.split(graph, copies, &mut call, func);
+        self.split(graph, copies, call, func);
         self.clear_stats();
         // Nothing is placed (the measure buffers are freed below), so the
         // measured graph does not point into freed memory.
-        let sizes = self.measure_split(&mut call, func);
+        let sizes = self.measure_split(call, func);
         // Room for the computes that follow: the table of a graph as large
         // (with the input copies and other tensors this one had) and the
         // placement's state over it, so that they allocate nothing.
@@ -224,10 +212,9 @@ impl Sched {
         self.backends.iter_mut().for_each(BackendRecord::forget_retired);
         self.phase = Phase::Ready;
         self.repeats = true;
-        self.finish(call);
-        // (the call's memory is back in its rooms only now)
+        // (and the call's handles, once its memory is back: `finish`)
         let patches = self.st.plan().patches.len();
-        self.rooms.reserve(tensors, patches + patches / 4);
+        call.rooms_after = Some((tensors, patches + patches / 4));
     }
 
     /// `wsp_ggml_backend_sched_reset`: forget user assignments and the last
@@ -292,21 +279,47 @@ impl Sched {
         self.backends.iter().find(|r| r.backend() == backend).map(BackendRecord::stats)
     }
 
-    /// The start of a call on a graph: its handles and redirections,
-    /// empty, in the memory kept for them.
-    fn begin_call<'c>(&mut self) -> CallState<'c> {
-        CallState::new(&mut self.rooms)
+    /// The start of a call on a graph for `purpose`: its handles and
+    /// redirections, empty, in the memory kept for them. A compute needs
+    /// the compute buffers a measure made.
+    fn begin_call<'c>(&mut self, purpose: Purpose) -> CallState<'c> {
+        let func = purpose.func();
+        if purpose == Purpose::Compute {
+            check(self.is_measured(), func, || "called before wsp_ggml_backend_sched_init_measure".into());
+        }
+        CallState::new(&mut self.rooms, purpose)
+    }
+
+    /// A call's phases before anything runs: split the graph, then place
+    /// it in the compute buffers (a compute, [`Sched::prepare`]) or size
+    /// the buffers for it (a measure, [`Sched::measure`]).
+    fn plan_call<'c>(&mut self, graph: GraphRef<'c>, copies: &'c HeapTensors, call: &mut CallState<'c>) {
+        let func = call.purpose.func();
+        match call.purpose {
+            Purpose::Compute => self.prepare(graph, copies, call, func),
+            Purpose::Measure => self.measure(graph, copies, call, false, func),
+            Purpose::Reserve => self.measure(graph, copies, call, true, func),
+        }
     }
 
     /// The end of a call: give the graph its sources back, keep the call's
-    /// memory, reset the allocators, drop the user's assignments.
-    fn finish(&mut self, call: CallState) {
+    /// memory (with the room a measure asked for), reset the allocators,
+    /// drop the user's assignments; `init_measure` then writes the
+    /// schedule where `WSP_GGML_SCHED_DOT` says (dot.rs).
+    fn finish(&mut self, call: CallState, graph: GraphRef) {
+        let (purpose, room) = (call.purpose, call.rooms_after);
         self.rooms.put(call.live, call.redirected);
         self.backends.iter().for_each(BackendRecord::reset_allocators);
         self.user.clear(0);
+        if let Some((tensors, patches)) = room {
+            self.rooms.reserve(tensors, patches);
+        }
+        if purpose == Purpose::Measure {
+            self.write_dot_to_env(graph, purpose.func());
+        }
     }
 
-    // The compute's steps (driven by `SchedCell::graph_compute`): the ones
+    // The compute's steps (driven by `SchedCell::exec`): the ones
     // that run user code take the scheduler shared, the ones that record
     // what happened take it exclusively and run none.
 
@@ -545,20 +558,25 @@ impl Sched {
     }
 }
 
-/// What one call on a graph holds apart from the scheduler: the handles of
-/// its tensors by slot, and the graph sources it redirected to input
-/// copies. Made at the start of the call ([`Sched::begin_call`]) and ended
-/// with it ([`Sched::finish`]), which gives the graph its sources back.
+/// What one call on a graph holds apart from the scheduler: what it is
+/// for, the handles of its tensors by slot, and the graph sources it
+/// redirected to input copies. Made at the start of the call
+/// ([`Sched::begin_call`]) and ended with it ([`Sched::finish`]), which
+/// gives the graph its sources back.
 struct CallState<'c> {
+    purpose: Purpose,
     live: Live<'c>,
     redirected: Redirections<'c>,
+    /// Room to keep for the next calls' handles and redirections
+    /// (tensors, patches), once this call's memory is back: a measure's.
+    rooms_after: Option<(usize, usize)>,
 }
 
 impl<'c> CallState<'c> {
     /// No handle, nothing redirected, in the memory of `rooms`.
-    fn new(rooms: &mut Rooms) -> Self {
+    fn new(rooms: &mut Rooms, purpose: Purpose) -> Self {
         let (live, redirected) = rooms.take();
-        CallState { live, redirected }
+        CallState { purpose, live, redirected, rooms_after: None }
     }
 }
 

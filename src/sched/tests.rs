@@ -7,7 +7,7 @@
 
 use crate::ptrmap::PtrMap;
 
-use super::call::Rooms;
+use super::call::{Purpose, Rooms};
 use super::galloc::{Arenas, Ends, Galloc, TooSmall};
 use super::ids::Rule;
 use super::live::{Live, Room};
@@ -32,7 +32,7 @@ fn split_then<R>(w: &mut World, user: &PtrMap, f: impl for<'c> FnOnce(&mut State
     let backends = w.refs();
     w.with_graph(|graph, copies| {
         let mut rooms = Rooms::default();
-        let mut call = CallState::new(&mut rooms);
+        let mut call = CallState::new(&mut rooms, Purpose::Compute);
         let mut st = plan_graph(&backends, graph, copies, &mut call, user);
         let r = f(&mut st, &mut call);
         drop(call);
