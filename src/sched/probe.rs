@@ -233,7 +233,7 @@ impl<'a, 'c> Registrar<'a, 'c> {
             }
         }
         if let Some(via) = via {
-            self.log.unlisted.push((slot, via));
+            self.log.note_unlisted(slot, via);
         }
     }
 }

@@ -76,11 +76,11 @@ pub enum Via {
 #[derive(Default)]
 pub struct Record {
     /// Whether the split may be reused.
-    pub standing: Standing,
+    standing: Standing,
     /// Tensors first registered as a source or view source (not as a leaf
     /// or node), in registration order, with how registration reached
     /// them: checked on their own.
-    pub unlisted: Vec<(Slot, Via)>,
+    unlisted: Vec<(Slot, Via)>,
     /// Every `supports_op` question, as asked.
     supports: Vec<Supports>,
     /// (slot, bytes) of every size compared, as asked.
@@ -156,6 +156,30 @@ pub trait PlaceNow: PlaceQuestions {
 }
 
 impl Record {
+    /// Whether the split may be reused.
+    #[inline]
+    pub fn standing(&self) -> Standing {
+        self.standing
+    }
+
+    /// The split just made may be reused as `standing` says.
+    pub fn set_standing(&mut self, standing: Standing) {
+        self.standing = standing;
+    }
+
+    /// The tensors registration met first as a source or view source, in
+    /// its order, with how it reached them.
+    #[inline]
+    pub fn unlisted(&self) -> &[(Slot, Via)] {
+        &self.unlisted
+    }
+
+    /// Registration met `slot` first through `via` (not as a leaf or node).
+    #[inline]
+    pub fn note_unlisted(&mut self, slot: Slot, via: Via) {
+        self.unlisted.push((slot, via));
+    }
+
     /// Before a new split.
     pub fn clear(&mut self) {
         self.standing = Standing::Cleared;

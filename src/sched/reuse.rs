@@ -106,7 +106,7 @@ pub(super) fn still_valid<'c>(
     graph: GraphRef<'c>,
     live: &mut Live<'c>,
 ) -> bool {
-    if log.standing != Standing::Reusable || graph.n_nodes() != slots.nodes.len() || graph.n_leafs() != slots.leafs.len() {
+    if log.standing() != Standing::Reusable || graph.n_nodes() != slots.nodes.len() || graph.n_leafs() != slots.leafs.len() {
         return false;
     }
     // (a graph built again elsewhere differs at its first node: seen
@@ -147,7 +147,7 @@ pub(super) fn still_valid<'c>(
     // Each unlisted tensor, found again the way registration reached
     // it: through a leaf or node found above, or an unlisted tensor
     // before it (registration's order).
-    for &(slot, via) in &log.unlisted {
+    for &(slot, via) in log.unlisted() {
         match via.follow(live) {
             Some(t) if reread.same(t, slot) => live.set(slot, t),
             _ => return false,
@@ -289,7 +289,7 @@ pub(super) fn still_valid_moved<'c>(
     copies: &HeapTensors,
     live: &mut Live<'c>,
 ) -> bool {
-    if log.standing != Standing::Reusable
+    if log.standing() != Standing::Reusable
         || graph.n_nodes() != slots.nodes.len()
         || graph.n_leafs() != slots.leafs.len()
         || !user_slots.is_empty()
@@ -305,7 +305,7 @@ pub(super) fn still_valid_moved<'c>(
     let n = table.start_rekey();
     live.reset(n);
     let locator = Locator { backends, buffer: core::ptr::null_mut(), loc: PackedLoc::nowhere() };
-    let mut w = Rekey { table, live, locator, unlisted: &log.unlisted, met: 0 };
+    let mut w = Rekey { table, live, locator, unlisted: log.unlisted(), met: 0 };
     for (leaf, &(slot, vsrc)) in graph.leaf_entries().zip(&slots.leafs) {
         match leaf {
             Some(t) if w.register(t, slot, true) && w.vsrc(t, vsrc) => {}

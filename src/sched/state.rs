@@ -213,7 +213,7 @@ impl State {
     /// be reused as `standing` says.
     pub(super) fn split_made(&mut self, listed: usize, standing: Standing) {
         self.sizing.split_made(&self.table, listed);
-        self.reuse.standing = standing;
+        self.reuse.set_standing(standing);
     }
 
     // Reuse (reuse.rs): the last split for the graph of this call.
@@ -388,13 +388,13 @@ impl State {
     /// The slots of the graph's inputs: its leafs, and the tensors outside
     /// its lists (what the caller may have allocated in a compute buffer).
     pub(super) fn inputs(&self) -> impl Iterator<Item = Slot> + Clone + '_ {
-        self.graph.leafs.iter().map(|l| l.0).chain(self.reuse.unlisted.iter().map(|&(s, _)| s))
+        self.graph.leafs.iter().map(|l| l.0).chain(self.reuse.unlisted().iter().map(|&(s, _)| s))
     }
 
     /// Set how the split may be reused (the tests make one reusable).
     #[cfg(test)]
     pub(super) fn set_standing(&mut self, standing: Standing) {
-        self.reuse.standing = standing;
+        self.reuse.set_standing(standing);
     }
 }
 
