@@ -148,7 +148,7 @@ impl State {
         settings: Settings<'_>,
     ) -> Result<Planned, (Refusal, Vec<String>)> {
         let mut probe = CProbe::new(live, backends, &mut self.reuse);
-        plan::plan_split(&mut probe, self.table.decisions_mut(), &self.graph, &self.user_slots, &mut self.plan, settings)
+        plan::plan_split(&mut probe, self.table.decisions(), &self.graph, &self.user_slots, &mut self.plan, settings)
     }
 
     /// **Apply**, first the plan's input copies: each one a tensor of ours

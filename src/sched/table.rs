@@ -15,7 +15,7 @@
 use crate::prelude::*;
 
 use super::ids::Slot;
-use super::plan::SlotInfo;
+use super::plan::{Decisions, SlotInfo};
 use crate::ggml::{TensorId, TensorRef};
 
 // What registration reads of a tensor, and a reuse (reuse.rs) reads again
@@ -107,7 +107,7 @@ pub(super) struct Table {
     keys: Vec<Option<TensorId>>,
     /// Each slot's facts: what registration read (written by
     /// [`Table::describe`] and [`Table::set_view_src`]), and the passes'
-    /// decision ([`Table::decisions_mut`]).
+    /// decision ([`Table::decisions`]).
     info: Vec<SlotInfo>,
     /// The index from addresses to slots: `slot + 1` ([`FREE`]: none), at
     /// the position of the address's hash or after it (wrapping around);
@@ -345,10 +345,10 @@ impl Table {
         self.info[slot].vsrc = Some(vsrc.into());
     }
 
-    /// The slots' facts for the passes, which write each one's backend and
-    /// rule there (sched/plan) and read the rest.
-    pub fn decisions_mut(&mut self) -> &mut [SlotInfo] {
-        &mut self.info
+    /// The slots for the passes (sched/plan), which write each one's
+    /// backend and rule and read the rest.
+    pub fn decisions(&mut self) -> Decisions<'_> {
+        Decisions::new(&mut self.info)
     }
 
     /// The identity of the tensor in `slot` (`None`: not registered).

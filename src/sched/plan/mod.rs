@@ -23,7 +23,7 @@ pub(in crate::sched) mod talloc_model;
 #[cfg(test)]
 mod tests;
 
-pub(in crate::sched) use snapshot::{CopyOf, GraphSlots, NodeInfo, Patch, Refusal, SlotInfo, Split, SplitPlan};
+pub(in crate::sched) use snapshot::{CopyOf, Decisions, GraphSlots, NodeInfo, Patch, Refusal, SlotInfo, Split, SplitPlan};
 
 /// The questions whose answers decide a plan: logged while planning
 /// (probe.rs), asked again to know whether the plan still holds
@@ -105,7 +105,7 @@ impl Chains {
 /// what they decide besides (`plan`); anything else through the probe.
 pub(in crate::sched) struct Planner<'a, P: Probe> {
     probe: &'a mut P,
-    slots: &'a mut [SlotInfo],
+    slots: Decisions<'a>,
     graph: &'a GraphSlots,
     plan: &'a mut SplitPlan,
     /// `set_node_backend` assignments of the split's tensors, by slot.
@@ -150,7 +150,7 @@ pub(in crate::sched) struct Planned {
 /// the caller). `Err` carries the notes made before the refusal.
 pub(in crate::sched) fn plan_split<P: Probe>(
     probe: &mut P,
-    slots: &mut [SlotInfo],
+    slots: Decisions<'_>,
     graph: &GraphSlots,
     user: &PtrMap,
     plan: &mut SplitPlan,
@@ -165,7 +165,7 @@ pub(in crate::sched) fn plan_split<P: Probe>(
 #[cfg(test)]
 pub(in crate::sched) fn plan_split_as_written<P: Probe>(
     probe: &mut P,
-    slots: &mut [SlotInfo],
+    slots: Decisions<'_>,
     graph: &GraphSlots,
     user: &PtrMap,
     plan: &mut SplitPlan,
@@ -196,9 +196,7 @@ impl<P: Probe> Planner<'_, P> {
 
     #[inline]
     fn set(&mut self, slot: Slot, backend: BackendIdx, rule: Rule) {
-        let info = &mut self.slots[slot];
-        info.assign = Some(backend);
-        info.rule = rule;
+        self.slots.decide(slot, backend, rule);
     }
 
     #[inline]

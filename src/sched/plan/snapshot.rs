@@ -28,6 +28,45 @@ pub(in crate::sched) struct SlotInfo {
 // The table holds one per tensor: 12 bytes.
 const _: () = assert!(core::mem::size_of::<SlotInfo>() == 12);
 
+/// The slots as the passes get them: what registration read of each, to
+/// read, and its backend and rule, the one thing they write
+/// ([`Decisions::decide`]). No `&mut SlotInfo` is handed out, so the passes
+/// cannot change what registration read.
+pub(in crate::sched) struct Decisions<'a>(&'a mut [SlotInfo]);
+
+impl<'a> Decisions<'a> {
+    /// The passes' view of `slots`.
+    pub fn new(slots: &'a mut [SlotInfo]) -> Self {
+        Decisions(slots)
+    }
+
+    /// Tensor `slot` goes to `backend`, by `rule`.
+    #[inline]
+    pub fn decide(&mut self, slot: Slot, backend: BackendIdx, rule: Rule) {
+        let info = &mut self.0[slot];
+        info.assign = Some(backend);
+        info.rule = rule;
+    }
+
+    /// Every slot, in order.
+    pub fn iter(&self) -> core::slice::Iter<'_, SlotInfo> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl core::ops::Index<Slot> for Decisions<'_> {
+    type Output = SlotInfo;
+
+    #[inline(always)]
+    fn index(&self, slot: Slot) -> &SlotInfo {
+        &self.0[slot]
+    }
+}
+
 impl SlotInfo {
     /// A free slot.
     pub const EMPTY: SlotInfo = SlotInfo { assign: None, packed_loc: PackedLoc::nowhere(), rule: Rule::Unset, flags: 0, vsrc: None };

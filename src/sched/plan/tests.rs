@@ -3,7 +3,7 @@
 
 use crate::prelude::*;
 
-use super::{plan_split, plan_split_as_written, GraphSlots, NodeInfo, Probe, Questions, Refusal, Settings, SlotInfo, SplitPlan};
+use super::{plan_split, plan_split_as_written, Decisions, GraphSlots, NodeInfo, Probe, Questions, Refusal, Settings, SlotInfo, SplitPlan};
 use crate::ptrmap::PtrMap;
 use crate::sched::ids::{BackendIdx, CopyIdx, Loc, Rule, Slot, SlotId};
 
@@ -184,7 +184,7 @@ impl Snap {
             asked_supports: Vec::new(),
         };
         let settings = Settings { accepts_all: &self.accepts_all, debug: true, measuring: self.measuring };
-        let done = planner(&mut probe, &mut slots, &self.graph, &self.user, &mut plan, settings).map_err(|(r, _)| r)?;
+        let done = planner(&mut probe, Decisions::new(&mut slots), &self.graph, &self.user, &mut plan, settings).map_err(|(r, _)| r)?;
         Ok(Planned { slots, plan, lenient: done.lenient, asked_sizes: probe.asked_sizes, asked_supports: probe.asked_supports })
     }
 
@@ -379,7 +379,7 @@ fn user_assignments_apply_to_fresh_nodes_not_to_views() {
         Fake { sizes: &s.sizes, ops: &s.ops, rejects: &[], accepts_all: &s.accepts_all, asked_sizes: vec![], asked_supports: vec![] };
     let (mut slots, mut plan) = (s.slots.clone(), SplitPlan::default());
     let settings = Settings { accepts_all: &s.accepts_all, debug: true, measuring: false };
-    let notes = plan_split(&mut probe, &mut slots, &s.graph, &s.user, &mut plan, settings).ok().unwrap().notes;
+    let notes = plan_split(&mut probe, Decisions::new(&mut slots), &s.graph, &s.user, &mut plan, settings).ok().unwrap().notes;
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes[0].contains("'t0', 'B1'") && notes[0].contains("already has memory"), "{notes:?}");
     assert!(notes[1].contains("works in the memory of another tensor"), "{notes:?}");
